@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds the Worker into build/ (index.js + index_bg.wasm) with local binaries:
+# worker-build would otherwise download wasm-bindgen and wasm-opt, which fails here.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$ROOT"
+export WASM_BINDGEN_BIN="$CARGO_BIN/wasm-bindgen"
+export ESBUILD_BIN="$ROOT/node_modules/.bin/esbuild"
+export WASM_OPT_BIN="$ROOT/node_modules/.bin/wasm-opt"
+log "build: worker-build --release"
+worker-build --release
+wasm="build/index_bg.wasm"
+[ -f "$wasm" ] || wasm="$(find build -name '*.wasm' | head -n1)"
+log "build: $(stat -c %s "$wasm") bytes raw, $(gzip -9c "$wasm" | wc -c) bytes gzipped ($wasm)"

@@ -1,0 +1,590 @@
+//! Configuration: the Worker's `HEDGE_*` vars parsed and checked into [`Params`].
+//!
+//! Every key is optional except `HEDGE_ORIGINS`. Parsing never panics and
+//! never falls back silently: every bad key is reported with the reason, and an
+//! unknown `HEDGE_*` key is an error too (a typo would otherwise be ignored).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+
+use crate::budget::BudgetParams;
+use crate::delay_policy::{DelayParams, HedgeMode};
+use crate::eligibility::EligibilityParams;
+use crate::estimator::EstimatorParams;
+use crate::route_key::RouteKeyParams;
+use crate::window::WindowParams;
+
+/// Every key this module reads, with its default ("required" when it has none)
+/// and meaning. The README's reference table is generated from the same facts.
+pub const KEYS: &[(&str, &str, &str)] = &[
+    ("HEDGE_ORIGINS", "required", "JSON array of origins: [{\"name\", \"url\", \"zone\"?}]; the first is the primary, the second the hedge target (the primary itself when there is one)"),
+    ("HEDGE_MODE", "adaptive", "adaptive | static | off"),
+    ("HEDGE_QUANTILE", "p95", "latency quantile the adaptive delay hedges at: p50..p99.9 or 0.5..0.999"),
+    ("HEDGE_OFFSET_MS", "0", "added to the quantile"),
+    ("HEDGE_MIN_DELAY_MS", "5", "lower clamp on the adaptive delay"),
+    ("HEDGE_MAX_DELAY_MS", "2000", "upper clamp on the adaptive delay"),
+    ("HEDGE_COLD_DELAY_MS", "250", "delay used before HEDGE_MIN_DATA_POINTS samples exist"),
+    ("HEDGE_MIN_DATA_POINTS", "50", "samples needed before a measured quantile is used"),
+    ("HEDGE_STATIC_DELAY_MS", "none", "the fixed delay of HEDGE_MODE=static (required there)"),
+    ("HEDGE_BUDGET_PERCENT", "12", "hedges allowed per 100 eligible requests"),
+    ("HEDGE_BUDGET_FLOOR_PER_SEC", "1", "hedges per second allowed at low traffic"),
+    ("HEDGE_BUDGET_MAX_TOKENS", "10", "most hedges a quiet spell can bank"),
+    ("HEDGE_METHODS", "GET,HEAD", "methods hedged without an idempotency key (GET, HEAD, OPTIONS, PUT, DELETE allowed)"),
+    ("HEDGE_IDEMPOTENCY_HEADER", "idempotency-key", "header that makes any method hedgeable; empty disables"),
+    ("HEDGE_MAX_BODY_BYTES", "1048576", "largest request body held to be sent twice"),
+    ("HEDGE_ROUTE_PREFIXES", "[]", "JSON array of path prefixes that name routes"),
+    ("HEDGE_ROUTE_SEGMENTS", "1", "leading path segments that form a route key when no prefix matches"),
+    ("HEDGE_MAX_ROUTE_KEYS", "64", "most (origin, route key) latency windows kept per isolate"),
+    ("HEDGE_WINDOW_SECS", "60", "latency window length"),
+    ("HEDGE_SUB_WINDOWS", "6", "rotating sub-windows per window"),
+    ("HEDGE_TIMEOUT_MS", "30000", "longest wait for an origin's response headers before 504"),
+];
+
+/// One configured origin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// A short name for headers, logs and metrics.
+    pub name: String,
+    /// Scheme, host, port and optional path prefix, without a trailing slash.
+    pub base_url: String,
+    /// Failure domain (region, data centre); hedges prefer another zone.
+    pub zone: Option<String>,
+}
+
+/// The whole parsed configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// Origins in order of preference.
+    pub origins: Vec<Origin>,
+    /// How hedge delays are chosen.
+    pub mode: HedgeMode,
+    /// Delay choice settings.
+    pub delay: DelayParams,
+    /// Hedge budget settings.
+    pub budget: BudgetParams,
+    /// Which requests may be hedged.
+    pub eligibility: EligibilityParams,
+    /// How paths map to route keys.
+    pub route_keys: RouteKeyParams,
+    /// Latency window and key cap.
+    pub estimator: EstimatorParams,
+    /// Longest wait for response headers from the origins, in milliseconds.
+    pub timeout_ms: f64,
+}
+
+/// One problem with one key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The offending key.
+    pub key: String,
+    /// What is wrong and what is accepted.
+    pub reason: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.key, self.reason)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OriginSpec {
+    name: String,
+    url: String,
+    zone: Option<String>,
+}
+
+/// Collects errors while reading keys, so one pass reports all of them.
+struct Reader<'a> {
+    vars: &'a BTreeMap<String, String>,
+    errors: Vec<ConfigError>,
+}
+
+// === impl Reader ===
+
+impl<'a> Reader<'a> {
+    fn fail(&mut self, key: &str, reason: impl Into<String>) {
+        self.errors.push(ConfigError {
+            key: key.to_string(),
+            reason: reason.into(),
+        });
+    }
+
+    fn raw(&self, key: &str) -> Option<&'a str> {
+        let vars: &'a BTreeMap<String, String> = self.vars;
+        vars.get(key).map(|v| v.trim())
+    }
+
+    /// A number in `[min, max]`, or `default` when the key is absent.
+    fn number(&mut self, key: &str, default: f64, min: f64, max: f64) -> f64 {
+        let Some(raw) = self.raw(key) else {
+            return default;
+        };
+        match raw.parse::<f64>() {
+            Ok(v) if v.is_finite() && (min..=max).contains(&v) => v,
+            _ => {
+                self.fail(
+                    key,
+                    format!("expected a number from {min} to {max}, got {raw:?}"),
+                );
+                default
+            }
+        }
+    }
+
+    fn integer(&mut self, key: &str, default: u64, min: u64, max: u64) -> u64 {
+        let Some(raw) = self.raw(key) else {
+            return default;
+        };
+        match raw.parse::<u64>() {
+            Ok(v) if (min..=max).contains(&v) => v,
+            _ => {
+                self.fail(
+                    key,
+                    format!("expected a whole number from {min} to {max}, got {raw:?}"),
+                );
+                default
+            }
+        }
+    }
+
+    fn origins(&mut self) -> Vec<Origin> {
+        const KEY: &str = "HEDGE_ORIGINS";
+        let Some(raw) = self.raw(KEY) else {
+            self.fail(
+                KEY,
+                "required: a JSON array like [{\"name\":\"a\",\"url\":\"https://a.example\"}]",
+            );
+            return Vec::new();
+        };
+        let specs: Vec<OriginSpec> = match serde_json::from_str(raw) {
+            Ok(specs) => specs,
+            Err(e) => {
+                self.fail(
+                    KEY,
+                    format!("not a JSON array of {{name, url, zone?}}: {e}"),
+                );
+                return Vec::new();
+            }
+        };
+        if specs.is_empty() {
+            self.fail(KEY, "at least one origin is needed");
+        }
+        let mut origins: Vec<Origin> = Vec::new();
+        for (i, spec) in specs.into_iter().enumerate() {
+            let name = spec.name.trim().to_string();
+            if name.is_empty()
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                self.fail(
+                    KEY,
+                    format!(
+                        "origin {i}: name {:?} must be non-empty [A-Za-z0-9_-]",
+                        spec.name
+                    ),
+                );
+            }
+            if origins.iter().any(|o| o.name == name) {
+                self.fail(KEY, format!("origin {i}: duplicate name {name:?}"));
+            }
+            match normalize_base_url(&spec.url) {
+                Ok(base_url) => origins.push(Origin {
+                    name,
+                    base_url,
+                    zone: spec.zone.filter(|z| !z.trim().is_empty()),
+                }),
+                Err(reason) => self.fail(
+                    KEY,
+                    format!("origin {i} ({name}): url {:?} {reason}", spec.url),
+                ),
+            }
+        }
+        origins
+    }
+
+    fn quantile(&mut self) -> f64 {
+        const KEY: &str = "HEDGE_QUANTILE";
+        let Some(raw) = self.raw(KEY) else {
+            return 0.95;
+        };
+        let parsed = match raw.strip_prefix(['p', 'P']) {
+            Some(percent) => percent.parse::<f64>().map(|p| p / 100.0),
+            None => raw.parse::<f64>(),
+        };
+        match parsed {
+            // The tolerance lets p99.9 (99.9 / 100 = 0.99900000000000001) through.
+            Ok(q) if (0.5 - 1e-9..=0.999 + 1e-9).contains(&q) => q,
+            _ => {
+                self.fail(
+                    KEY,
+                    format!("expected p50..p99.9 or 0.5..0.999, got {raw:?}"),
+                );
+                0.95
+            }
+        }
+    }
+
+    fn methods(&mut self) -> Vec<String> {
+        const KEY: &str = "HEDGE_METHODS";
+        const IDEMPOTENT: &[&str] = &["GET", "HEAD", "OPTIONS", "PUT", "DELETE"];
+        let Some(raw) = self.raw(KEY) else {
+            return vec!["GET".into(), "HEAD".into()];
+        };
+        let mut methods = Vec::new();
+        for m in raw
+            .split(',')
+            .map(|m| m.trim().to_ascii_uppercase())
+            .filter(|m| !m.is_empty())
+        {
+            if IDEMPOTENT.contains(&m.as_str()) {
+                methods.push(m);
+            } else {
+                self.fail(
+                    KEY,
+                    format!("{m} is not idempotent; allowed: {}. Use HEDGE_IDEMPOTENCY_HEADER for others", IDEMPOTENT.join(", ")),
+                );
+            }
+        }
+        methods
+    }
+
+    fn idempotency_header(&mut self) -> Option<String> {
+        const KEY: &str = "HEDGE_IDEMPOTENCY_HEADER";
+        let raw = self
+            .raw(KEY)
+            .unwrap_or("idempotency-key")
+            .to_ascii_lowercase();
+        if raw.is_empty() {
+            return None;
+        }
+        if !raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            self.fail(KEY, format!("{raw:?} is not a header name"));
+            return None;
+        }
+        Some(raw)
+    }
+
+    fn route_prefixes(&mut self) -> Vec<String> {
+        const KEY: &str = "HEDGE_ROUTE_PREFIXES";
+        let Some(raw) = self.raw(KEY) else {
+            return Vec::new();
+        };
+        match serde_json::from_str::<Vec<String>>(raw) {
+            Ok(prefixes) if prefixes.iter().all(|p| p.starts_with('/')) => prefixes,
+            Ok(_) => {
+                self.fail(KEY, "every prefix must start with '/'");
+                Vec::new()
+            }
+            Err(e) => {
+                self.fail(KEY, format!("expected a JSON array of strings: {e}"));
+                Vec::new()
+            }
+        }
+    }
+
+    fn mode(&mut self) -> HedgeMode {
+        const KEY: &str = "HEDGE_MODE";
+        match self.raw(KEY).map(|m| m.to_ascii_lowercase()).as_deref() {
+            None | Some("adaptive") => HedgeMode::Adaptive,
+            Some("off") => HedgeMode::Off,
+            Some("static") => {
+                if self.raw("HEDGE_STATIC_DELAY_MS").is_none() {
+                    self.fail(
+                        "HEDGE_STATIC_DELAY_MS",
+                        "required when HEDGE_MODE is static",
+                    );
+                }
+                let delay_ms = self.number("HEDGE_STATIC_DELAY_MS", 0.0, 0.0, 60_000.0);
+                HedgeMode::Static { delay_ms }
+            }
+            Some(other) => {
+                self.fail(
+                    KEY,
+                    format!("expected adaptive, static or off, got {other:?}"),
+                );
+                HedgeMode::Adaptive
+            }
+        }
+    }
+
+    fn unknown_keys(&mut self) {
+        let unknown: Vec<String> = self
+            .vars
+            .keys()
+            .filter(|k| k.starts_with("HEDGE_") && !KEYS.iter().any(|(known, _, _)| known == k))
+            .cloned()
+            .collect();
+        for key in unknown {
+            self.fail(
+                &key,
+                "unknown key (a typo?); see the README's configuration table",
+            );
+        }
+    }
+}
+
+/// Parses the `HEDGE_*` vars; on failure, every problem found.
+pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>> {
+    let mut r = Reader {
+        vars,
+        errors: Vec::new(),
+    };
+    r.unknown_keys();
+    let origins = r.origins();
+    let mode = r.mode();
+    let delay = DelayParams {
+        quantile: r.quantile(),
+        offset_ms: r.number("HEDGE_OFFSET_MS", 0.0, -10_000.0, 10_000.0),
+        min_delay_ms: r.number("HEDGE_MIN_DELAY_MS", 5.0, 0.0, 60_000.0),
+        max_delay_ms: r.number("HEDGE_MAX_DELAY_MS", 2_000.0, 0.0, 60_000.0),
+        cold_delay_ms: r.number("HEDGE_COLD_DELAY_MS", 250.0, 0.0, 60_000.0),
+        min_data_points: r.integer("HEDGE_MIN_DATA_POINTS", 50, 1, 1_000_000),
+    };
+    if delay.min_delay_ms > delay.max_delay_ms {
+        r.fail(
+            "HEDGE_MIN_DELAY_MS",
+            format!(
+                "must not exceed HEDGE_MAX_DELAY_MS ({})",
+                delay.max_delay_ms
+            ),
+        );
+    }
+    let budget = BudgetParams {
+        percent: r.number("HEDGE_BUDGET_PERCENT", 12.0, 0.0, 100.0),
+        floor_per_sec: r.number("HEDGE_BUDGET_FLOOR_PER_SEC", 1.0, 0.0, 10_000.0),
+        max_tokens: r.number("HEDGE_BUDGET_MAX_TOKENS", 10.0, 1.0, 1_000_000.0),
+    };
+    let eligibility = EligibilityParams {
+        methods: r.methods(),
+        idempotency_header: r.idempotency_header(),
+        max_body_bytes: r.integer("HEDGE_MAX_BODY_BYTES", 1 << 20, 0, 100 << 20),
+    };
+    let route_keys = RouteKeyParams {
+        prefixes: r.route_prefixes(),
+        segments: r.integer("HEDGE_ROUTE_SEGMENTS", 1, 0, 16) as usize,
+    };
+    let estimator = EstimatorParams {
+        window: WindowParams {
+            window_ms: r.number("HEDGE_WINDOW_SECS", 60.0, 1.0, 86_400.0) * 1000.0,
+            sub_windows: r.integer("HEDGE_SUB_WINDOWS", 6, 1, 60) as usize,
+        },
+        max_route_keys: r.integer("HEDGE_MAX_ROUTE_KEYS", 64, 1, 10_000) as usize,
+    };
+    let timeout_ms = r.number("HEDGE_TIMEOUT_MS", 30_000.0, 1.0, 600_000.0);
+    if r.errors.is_empty() {
+        Ok(Params {
+            origins,
+            mode,
+            delay,
+            budget,
+            eligibility,
+            route_keys,
+            estimator,
+            timeout_ms,
+        })
+    } else {
+        Err(r.errors)
+    }
+}
+
+/// Checks an origin URL and strips a trailing slash. Only `http`/`https`, a
+/// host, an optional port and path; no credentials, query or fragment.
+fn normalize_base_url(url: &str) -> Result<String, &'static str> {
+    let url = url.trim();
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or("must start with http:// or https://")?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let path = &rest[authority.len()..];
+    if authority.contains('@') {
+        return Err("must not carry credentials (user@host)");
+    }
+    if path.contains(['?', '#']) || authority.contains(['?', '#']) {
+        return Err("must not have a query or fragment");
+    }
+    // A bracketed IPv6 literal keeps its colons; a port follows the last ']'.
+    let host_end = authority.rfind(']').map_or(0, |i| i + 1);
+    let (host, port) = match authority[host_end..].rfind(':') {
+        Some(i) => (
+            &authority[..host_end + i],
+            Some(&authority[host_end + i + 1..]),
+        ),
+        None => (authority, None),
+    };
+    let host_ok = !host.is_empty()
+        && (host.starts_with('[')
+            || host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-'));
+    if !host_ok {
+        return Err("has no valid host");
+    }
+    if let Some(port) = port {
+        if port.parse::<u16>().map_or(true, |p| p == 0) {
+            return Err("has an invalid port");
+        }
+    }
+    Ok(url.trim_end_matches('/').to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    const ORIGINS: (&str, &str) = (
+        "HEDGE_ORIGINS",
+        r#"[{"name":"a","url":"http://127.0.0.1:8081/"},{"name":"b","url":"https://b.example/v1","zone":"eu"}]"#,
+    );
+
+    fn keys_of(errors: &[ConfigError]) -> Vec<&str> {
+        errors.iter().map(|e| e.key.as_str()).collect()
+    }
+
+    #[test]
+    fn defaults_apply_when_only_origins_are_set() {
+        let params = parse(&vars(&[ORIGINS])).expect("valid");
+        assert_eq!(params.origins.len(), 2);
+        assert_eq!(params.origins[0].base_url, "http://127.0.0.1:8081");
+        assert_eq!(params.origins[1].zone.as_deref(), Some("eu"));
+        assert_eq!(params.mode, HedgeMode::Adaptive);
+        assert_eq!(params.delay.quantile, 0.95);
+        assert_eq!(params.budget.percent, 12.0);
+        assert_eq!(params.eligibility.methods, vec!["GET", "HEAD"]);
+        assert_eq!(
+            params.eligibility.idempotency_header.as_deref(),
+            Some("idempotency-key")
+        );
+        assert_eq!(params.timeout_ms, 30_000.0);
+    }
+
+    #[test]
+    fn missing_origins_is_named() {
+        let errors = parse(&vars(&[])).expect_err("invalid");
+        assert_eq!(keys_of(&errors), vec!["HEDGE_ORIGINS"]);
+    }
+
+    #[test]
+    fn every_bad_key_is_reported_at_once() {
+        let errors = parse(&vars(&[
+            ORIGINS,
+            ("HEDGE_QUANTILE", "p10"),
+            ("HEDGE_BUDGET_PERCENT", "lots"),
+            ("HEDGE_METHODS", "GET,POST"),
+            ("HEDGE_TYPO_KEY", "1"),
+        ]))
+        .expect_err("invalid");
+        let keys = keys_of(&errors);
+        for key in [
+            "HEDGE_QUANTILE",
+            "HEDGE_BUDGET_PERCENT",
+            "HEDGE_METHODS",
+            "HEDGE_TYPO_KEY",
+        ] {
+            assert!(keys.contains(&key), "{key} missing from {keys:?}");
+        }
+        let methods = errors
+            .iter()
+            .find(|e| e.key == "HEDGE_METHODS")
+            .expect("present");
+        assert!(
+            methods.reason.contains("POST is not idempotent"),
+            "{}",
+            methods.reason
+        );
+    }
+
+    #[test]
+    fn quantile_accepts_both_notations() {
+        for (raw, q) in [("p99", 0.99), ("0.9", 0.9), ("P99.9", 0.999)] {
+            let params = parse(&vars(&[ORIGINS, ("HEDGE_QUANTILE", raw)])).expect(raw);
+            assert!((params.delay.quantile - q).abs() < 1e-12, "{raw}");
+        }
+    }
+
+    #[test]
+    fn static_mode_requires_its_delay() {
+        let errors = parse(&vars(&[ORIGINS, ("HEDGE_MODE", "static")])).expect_err("invalid");
+        assert_eq!(keys_of(&errors), vec!["HEDGE_STATIC_DELAY_MS"]);
+        let params = parse(&vars(&[
+            ORIGINS,
+            ("HEDGE_MODE", "static"),
+            ("HEDGE_STATIC_DELAY_MS", "10"),
+        ]))
+        .expect("valid");
+        assert_eq!(params.mode, HedgeMode::Static { delay_ms: 10.0 });
+    }
+
+    #[test]
+    fn min_delay_above_max_is_an_error() {
+        let errors = parse(&vars(&[
+            ORIGINS,
+            ("HEDGE_MIN_DELAY_MS", "500"),
+            ("HEDGE_MAX_DELAY_MS", "100"),
+        ]))
+        .expect_err("invalid");
+        assert_eq!(keys_of(&errors), vec!["HEDGE_MIN_DELAY_MS"]);
+    }
+
+    #[test]
+    fn bad_origin_entries_are_explained() {
+        let cases = [
+            (r#"{"name":"a"}"#, "not a JSON array"),
+            ("[]", "at least one origin"),
+            (r#"[{"name":"a","url":"ftp://x"}]"#, "http:// or https://"),
+            (r#"[{"name":"a","url":"http://u:p@x"}]"#, "credentials"),
+            (r#"[{"name":"a","url":"http://x/?q=1"}]"#, "query"),
+            (r#"[{"name":"a","url":"http://x:99999"}]"#, "port"),
+            (r#"[{"name":"a","url":"http://"}]"#, "host"),
+            (
+                r#"[{"name":"a","url":"http://x"},{"name":"a","url":"http://y"}]"#,
+                "duplicate",
+            ),
+            (r#"[{"name":"a b","url":"http://x"}]"#, "name"),
+            (
+                r#"[{"name":"a","url":"http://x","weight":3}]"#,
+                "unknown field",
+            ),
+        ];
+        for (raw, needle) in cases {
+            let errors = parse(&vars(&[("HEDGE_ORIGINS", raw)])).expect_err(raw);
+            assert_eq!(errors[0].key, "HEDGE_ORIGINS");
+            assert!(
+                errors[0].reason.contains(needle),
+                "{raw}: {}",
+                errors[0].reason
+            );
+        }
+    }
+
+    #[test]
+    fn ipv6_origins_are_accepted() {
+        let params = parse(&vars(&[(
+            "HEDGE_ORIGINS",
+            r#"[{"name":"a","url":"http://[::1]:8080"}]"#,
+        )]))
+        .expect("valid");
+        assert_eq!(params.origins[0].base_url, "http://[::1]:8080");
+    }
+
+    #[test]
+    fn empty_idempotency_header_disables_it() {
+        let params = parse(&vars(&[ORIGINS, ("HEDGE_IDEMPOTENCY_HEADER", "")])).expect("valid");
+        assert_eq!(params.eligibility.idempotency_header, None);
+    }
+}

@@ -1,0 +1,301 @@
+//! Runs one hedged race: primary fetch, hedge timer, hedge fetch, first answer wins.
+//!
+//! The decisions come from [`crate::race::Race`]; this module only does the
+//! I/O: it starts legs, waits on whichever event comes first, aborts the loser
+//! through its `AbortController` as soon as the winner's headers arrive, and
+//! records latency samples.
+
+use std::time::Duration;
+
+use futures::future::{Fuse, FutureExt, LocalBoxFuture};
+use worker::{AbortController, Delay, Response};
+
+use super::isolate;
+use super::leg::{self, OutboundRequest};
+use crate::config::Params;
+use crate::delay_policy::DelayChoice;
+use crate::outbound::upstream_url;
+use crate::race::{classify_status, Leg, LegOutcome, Race, Step};
+use crate::sketch::Sample;
+
+/// What a race needs to know beyond the request itself.
+#[derive(Debug)]
+pub(crate) struct RacePlan {
+    /// Index of the primary origin.
+    pub(crate) primary: usize,
+    /// Index of the hedge target (may equal `primary`: a new request to the same origin).
+    pub(crate) hedge: usize,
+    /// Route key latency is recorded under.
+    pub(crate) route: String,
+    /// The hedge delay, or `None` when this request is never hedged.
+    pub(crate) delay: Option<DelayChoice>,
+    /// Why this request is never hedged (for `Server-Timing`), when it is not.
+    pub(crate) hedge_skip: Option<&'static str>,
+    /// Client path, appended to the origin base URL.
+    pub(crate) path: String,
+    /// Client query string, without the `?`.
+    pub(crate) query: Option<String>,
+}
+
+/// What one leg did, for headers, error bodies and logs.
+#[derive(Debug, Default)]
+pub(crate) struct LegReport {
+    pub(crate) origin: usize,
+    pub(crate) started_ms: Option<f64>,
+    pub(crate) finished_ms: Option<f64>,
+    pub(crate) status: Option<u16>,
+    pub(crate) error: Option<String>,
+    pub(crate) aborted: bool,
+}
+
+impl LegReport {
+    /// Milliseconds from the leg's start to its headers (or to `now_ms` if unfinished).
+    pub(crate) fn elapsed_ms(&self, now_ms: f64) -> Option<f64> {
+        self.started_ms
+            .map(|start| self.finished_ms.unwrap_or(now_ms) - start)
+    }
+}
+
+/// How the race ended.
+#[derive(Debug)]
+pub(crate) enum RaceEnd {
+    /// A leg answered; its response goes to the client.
+    Won(Leg, Response),
+    /// Only the primary ran and it failed retriably: its response (if it got
+    /// one) goes to the client as it is.
+    PrimaryFailed(Option<Response>),
+    /// Both legs failed retriably.
+    BothFailed,
+    /// No leg answered within the timeout.
+    TimedOut,
+}
+
+/// The race's result and what each leg did.
+#[derive(Debug)]
+pub(crate) struct RaceReport {
+    pub(crate) end: RaceEnd,
+    pub(crate) hedge_sent: bool,
+    /// Set when a hedge was wanted but the budget refused it.
+    pub(crate) hedge_denied: bool,
+    pub(crate) primary: LegReport,
+    pub(crate) hedge: LegReport,
+}
+
+enum Event {
+    Finished(Leg, worker::Result<Response>),
+    HedgeTimer,
+    Deadline,
+}
+
+type LegFuture<'a> = Fuse<LocalBoxFuture<'a, worker::Result<Response>>>;
+
+/// Runs the race for `outbound` under `plan`.
+pub(crate) async fn run(
+    params: &Params,
+    plan: &RacePlan,
+    outbound: &mut OutboundRequest,
+    now_ms: impl Fn() -> f64,
+) -> worker::Result<RaceReport> {
+    let primary_url = upstream_url(
+        &params.origins[plan.primary].base_url,
+        &plan.path,
+        plan.query.as_deref(),
+    );
+    let hedge_url = upstream_url(
+        &params.origins[plan.hedge].base_url,
+        &plan.path,
+        plan.query.as_deref(),
+    );
+
+    // One controller per leg: `abort` consumes it, and signals cannot be shared.
+    let (primary_controller, hedge_controller) =
+        (AbortController::default(), AbortController::default());
+    let primary_signal = primary_controller.signal();
+    let hedge_signal = hedge_controller.signal();
+    let mut primary_ctl = Some(primary_controller);
+    let mut hedge_ctl = Some(hedge_controller);
+
+    let mut report = RaceReport {
+        end: RaceEnd::TimedOut,
+        hedge_sent: false,
+        hedge_denied: false,
+        primary: LegReport {
+            origin: plan.primary,
+            ..LegReport::default()
+        },
+        hedge: LegReport {
+            origin: plan.hedge,
+            ..LegReport::default()
+        },
+    };
+    let mut race = Race::new(plan.delay.is_some());
+    let mut responses: [Option<Response>; 2] = [None, None];
+
+    report.primary.started_ms = Some(now_ms());
+    let primary_fetch = leg::send(&primary_url, outbound, Leg::Primary, &primary_signal)?;
+    let mut primary_fut: LegFuture<'_> = primary_fetch.boxed_local().fuse();
+    let mut hedge_fut: LegFuture<'_> = Fuse::terminated();
+    let mut timer = match plan.delay {
+        Some(choice) => delay(choice.delay_ms).fuse(),
+        None => Fuse::terminated(),
+    };
+    let mut deadline = delay(params.timeout_ms).fuse();
+
+    loop {
+        let event = futures::select! {
+            r = primary_fut => Event::Finished(Leg::Primary, r),
+            r = hedge_fut => Event::Finished(Leg::Hedge, r),
+            _ = timer => Event::HedgeTimer,
+            _ = deadline => Event::Deadline,
+            complete => Event::Deadline,
+        };
+        let now = now_ms();
+        let mut step = match event {
+            Event::Finished(leg, result) => {
+                let leg_report = report.leg_mut(leg);
+                leg_report.finished_ms = Some(now);
+                let outcome = match &result {
+                    Ok(response) => {
+                        leg_report.status = Some(response.status_code());
+                        classify_status(response.status_code())
+                    }
+                    Err(e) => {
+                        leg_report.error = Some(e.to_string());
+                        LegOutcome::RetriableFailure
+                    }
+                };
+                responses[leg_index(leg)] = result.ok();
+                race.leg_finished(leg, outcome)
+            }
+            Event::HedgeTimer => race.timer_fired(),
+            Event::Deadline => {
+                for leg in [Leg::Primary, Leg::Hedge] {
+                    if race.is_pending(leg) {
+                        record(plan, &report, leg, now, true);
+                        report.leg_mut(leg).aborted = true;
+                    }
+                }
+                abort(&mut primary_ctl);
+                abort(&mut hedge_ctl);
+                report.end = RaceEnd::TimedOut;
+                return Ok(report);
+            }
+        };
+        if step == Step::StartHedge {
+            let paid = isolate::with_ready(|ready| ready.budget.try_withdraw(now)).unwrap_or(false);
+            let started = if paid {
+                leg::send(&hedge_url, outbound, Leg::Hedge, &hedge_signal).ok()
+            } else {
+                None
+            };
+            step = match started {
+                Some(fetch) => {
+                    hedge_fut = fetch.boxed_local().fuse();
+                    report.hedge.started_ms = Some(now);
+                    report.hedge_sent = true;
+                    race.hedge_started();
+                    Step::Wait
+                }
+                None => {
+                    report.hedge_denied = !paid;
+                    race.hedge_declined()
+                }
+            };
+        }
+        match step {
+            Step::Wait | Step::StartHedge => continue,
+            Step::Deliver(winner) => {
+                let loser = winner.other();
+                // Abort first: every millisecond the loser runs is wasted origin work.
+                if race.is_pending(loser) {
+                    abort(controller(loser, &mut primary_ctl, &mut hedge_ctl));
+                    record(plan, &report, loser, now, true);
+                    report.leg_mut(loser).aborted = true;
+                } else {
+                    // A failed loser's body is not needed either.
+                    abort(controller(loser, &mut primary_ctl, &mut hedge_ctl));
+                }
+                record(plan, &report, winner, now, false);
+                let response = responses[leg_index(winner)]
+                    .take()
+                    .ok_or_else(|| worker::Error::RustError("winner without a response".into()))?;
+                report.end = RaceEnd::Won(winner, response);
+                return Ok(report);
+            }
+            Step::DeliverPrimaryFailure => {
+                report.end = RaceEnd::PrimaryFailed(responses[0].take());
+                return Ok(report);
+            }
+            Step::FailBoth => {
+                abort(&mut primary_ctl);
+                abort(&mut hedge_ctl);
+                report.end = RaceEnd::BothFailed;
+                return Ok(report);
+            }
+        }
+    }
+}
+
+// === impl RaceReport ===
+
+impl RaceReport {
+    pub(crate) fn leg(&self, leg: Leg) -> &LegReport {
+        match leg {
+            Leg::Primary => &self.primary,
+            Leg::Hedge => &self.hedge,
+        }
+    }
+
+    fn leg_mut(&mut self, leg: Leg) -> &mut LegReport {
+        match leg {
+            Leg::Primary => &mut self.primary,
+            Leg::Hedge => &mut self.hedge,
+        }
+    }
+}
+
+fn leg_index(leg: Leg) -> usize {
+    match leg {
+        Leg::Primary => 0,
+        Leg::Hedge => 1,
+    }
+}
+
+fn controller<'a>(
+    leg: Leg,
+    primary: &'a mut Option<AbortController>,
+    hedge: &'a mut Option<AbortController>,
+) -> &'a mut Option<AbortController> {
+    match leg {
+        Leg::Primary => primary,
+        Leg::Hedge => hedge,
+    }
+}
+
+fn abort(controller: &mut Option<AbortController>) {
+    if let Some(c) = controller.take() {
+        c.abort();
+    }
+}
+
+fn delay(ms: f64) -> LocalBoxFuture<'static, ()> {
+    Delay::from(Duration::from_millis(ms.max(0.0).round() as u64)).boxed_local()
+}
+
+/// Records a leg's latency: a completion, or (for a leg cut short) a lower bound.
+fn record(plan: &RacePlan, report: &RaceReport, leg: Leg, now_ms: f64, censored: bool) {
+    let leg_report = report.leg(leg);
+    let Some(elapsed) = leg_report.elapsed_ms(now_ms) else {
+        return;
+    };
+    let sample = if censored {
+        Sample::Censored(elapsed)
+    } else {
+        Sample::Completed(elapsed)
+    };
+    isolate::with_ready(|ready| {
+        ready
+            .estimator
+            .record(leg_report.origin, &plan.route, sample, now_ms)
+    });
+}

@@ -1,0 +1,89 @@
+//! Per-isolate state: the parsed configuration, the latency estimator and the budget.
+//!
+//! An isolate handles one request at a time between awaits, so a
+//! `thread_local` `RefCell` is enough; borrows never span an await.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use worker::js_sys::{self, JsString, Object, Reflect};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::Env;
+
+use crate::budget::HedgeBudget;
+use crate::config::{self, ConfigError, Params};
+use crate::estimator::LatencyEstimator;
+
+/// Mutable per-isolate state, available once the configuration is valid.
+#[derive(Debug)]
+pub(crate) struct Ready {
+    pub(crate) params: Rc<Params>,
+    pub(crate) estimator: LatencyEstimator,
+    pub(crate) budget: HedgeBudget,
+}
+
+#[derive(Debug)]
+enum Isolate {
+    Ready(Ready),
+    Invalid(Rc<Vec<ConfigError>>),
+}
+
+thread_local! {
+    static ISOLATE: RefCell<Option<Isolate>> = const { RefCell::new(None) };
+}
+
+/// The configuration, parsed from `env` on the isolate's first request.
+pub(crate) fn params(env: &Env, now_ms: f64) -> Result<Rc<Params>, Rc<Vec<ConfigError>>> {
+    ISOLATE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let isolate = slot.get_or_insert_with(|| match config::parse(&read_vars(env)) {
+            Ok(params) => Isolate::Ready(Ready {
+                estimator: LatencyEstimator::new(params.estimator),
+                budget: HedgeBudget::new(params.budget, now_ms),
+                params: Rc::new(params),
+            }),
+            Err(errors) => Isolate::Invalid(Rc::new(errors)),
+        });
+        match isolate {
+            Isolate::Ready(ready) => Ok(ready.params.clone()),
+            Isolate::Invalid(errors) => Err(errors.clone()),
+        }
+    })
+}
+
+/// Runs `f` on the isolate's state; `None` before a valid configuration was parsed.
+pub(crate) fn with_ready<R>(f: impl FnOnce(&mut Ready) -> R) -> Option<R> {
+    ISOLATE.with(|cell| match cell.borrow_mut().as_mut() {
+        Some(Isolate::Ready(ready)) => Some(f(ready)),
+        _ => None,
+    })
+}
+
+/// Every `HEDGE_*` var as text. Structured vars (a TOML table or array in
+/// `[vars]`) arrive as objects and are turned back into JSON.
+fn read_vars(env: &Env) -> BTreeMap<String, String> {
+    let env_value: &JsValue = env.as_ref();
+    let mut vars = BTreeMap::new();
+    let Some(object) = env_value.dyn_ref::<Object>() else {
+        return vars;
+    };
+    for key in Object::keys(object).iter().filter_map(|k| k.as_string()) {
+        if !key.starts_with("HEDGE_") {
+            continue;
+        }
+        let Ok(value) = Reflect::get(object, &JsValue::from_str(&key)) else {
+            continue;
+        };
+        let text = match value.as_string() {
+            Some(s) => Some(s),
+            None => js_sys::JSON::stringify(&value)
+                .ok()
+                .map(|s: JsString| String::from(s)),
+        };
+        if let Some(text) = text {
+            vars.insert(key, text);
+        }
+    }
+    vars
+}

@@ -1,0 +1,135 @@
+//! The Worker layer: turns a `worker::Request` into the core's inputs, runs the
+//! race, and turns its result into the client's response.
+//!
+//! Modules: [`isolate`] holds per-isolate state, [`leg`] sends one origin
+//! request, [`hedged_fetch`] runs the race, [`reply`] builds the response.
+
+mod hedged_fetch;
+mod isolate;
+mod leg;
+mod reply;
+
+use worker::js_sys;
+use worker::{console_error, event, Context, Env, Request, Response};
+
+use crate::delay_policy::choose_delay;
+use crate::eligibility::{eligibility, Eligibility, RequestFacts};
+use crate::outbound::{forwarded_request_headers, valid_request_id, REQUEST_ID_HEADER};
+use crate::route_key::route_key;
+use hedged_fetch::RacePlan;
+use leg::{OutboundBody, OutboundRequest};
+use reply::Timing;
+
+fn now_ms() -> f64 {
+    js_sys::Date::now()
+}
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+    console_error_panic_hook::set_once();
+    let start_ms = now_ms();
+    let params = match isolate::params(&env, start_ms) {
+        Ok(params) => params,
+        Err(errors) => {
+            for e in errors.iter() {
+                console_error!("hedgehog-edge: invalid configuration: {e}");
+            }
+            return reply::config_error_response(&errors);
+        }
+    };
+    let request_id = valid_request_id(req.headers().get(REQUEST_ID_HEADER)?.as_deref())
+        .unwrap_or_else(new_request_id);
+    let url = match req.url() {
+        Ok(url) => url,
+        Err(_) => return reply::bad_request("the request URL could not be parsed", &request_id),
+    };
+    let mut req = req;
+    let method = req.inner().method();
+    let client_headers: Vec<(String, String)> = req.headers().entries().collect();
+    let header = |name: &str| {
+        client_headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
+    let content_length = match header("content-length") {
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(n) => Some(n),
+            Err(_) => return reply::bad_request("Content-Length is not a number", &request_id),
+        },
+        None => None,
+    };
+    let idempotency_header = params.eligibility.idempotency_header.as_deref();
+    let facts = RequestFacts {
+        method: &method,
+        has_idempotency_key: idempotency_header
+            .and_then(header)
+            .is_some_and(|v| !v.trim().is_empty()),
+        content_length,
+        has_body: req.inner().body().is_some(),
+        is_upgrade: header("upgrade").is_some(),
+    };
+    let decision = eligibility(&facts, &params.eligibility);
+    let route = route_key(url.path(), &params.route_keys);
+    let primary = 0;
+    // Without a second origin the hedge is a new request to the same one.
+    let hedge = if params.origins.len() > 1 { 1 } else { 0 };
+
+    let (delay, hedge_skip) = match decision {
+        Eligibility::NotHedgeable(reason) => (None, Some(reason.as_str())),
+        Eligibility::Hedgeable { .. } => {
+            let delay = isolate::with_ready(|ready| {
+                let estimates =
+                    ready
+                        .estimator
+                        .estimates(primary, &route, params.delay.quantile, start_ms);
+                let choice = choose_delay(params.mode, &params.delay, &estimates);
+                if choice.is_some() {
+                    ready.budget.deposit(start_ms);
+                }
+                choice
+            })
+            .flatten();
+            (delay, delay.is_none().then_some("off"))
+        }
+    };
+
+    let body = match decision {
+        Eligibility::Hedgeable { buffer_body: true } => OutboundBody::Buffered(req.bytes().await?),
+        _ => match req.inner().body() {
+            Some(stream) => OutboundBody::Stream(Some(stream)),
+            None => OutboundBody::Empty,
+        },
+    };
+    let mut outbound = OutboundRequest {
+        method,
+        headers: forwarded_request_headers(&client_headers),
+        body,
+        request_id: request_id.clone(),
+    };
+    let plan = RacePlan {
+        primary,
+        hedge,
+        route,
+        delay,
+        hedge_skip,
+        path: url.path().to_string(),
+        query: url.query().map(str::to_string),
+    };
+    let report = hedged_fetch::run(&params, &plan, &mut outbound, now_ms).await?;
+    let timing = Timing {
+        start_ms,
+        now_ms: now_ms(),
+    };
+    reply::race_response(&params, &plan, report, &request_id, timing)
+}
+
+/// A random 128-bit request id in hex.
+fn new_request_id() -> String {
+    let mut id = String::with_capacity(32);
+    for _ in 0..4 {
+        let word = (js_sys::Math::random() * f64::from(u32::MAX)) as u32;
+        id.push_str(&format!("{word:08x}"));
+    }
+    id
+}

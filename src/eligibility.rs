@@ -1,0 +1,190 @@
+//! Decides whether a request may be hedged at all.
+//!
+//! Hedging sends a request twice, so only requests that are safe to repeat
+//! qualify: the configured idempotent methods (GET and HEAD by default), or
+//! any method when the client sends an idempotency key, and then only if its
+//! body is small enough to hold for the second copy.
+
+/// Settings for [`eligibility`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EligibilityParams {
+    /// Methods hedged without further proof (upper case).
+    pub methods: Vec<String>,
+    /// A header whose presence makes any other method hedgeable (lower case);
+    /// `None` disables that route.
+    pub idempotency_header: Option<String>,
+    /// Largest request body held in memory so it can be sent twice.
+    pub max_body_bytes: u64,
+}
+
+/// What the Worker knows about a request when deciding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestFacts<'a> {
+    /// The request method, as sent.
+    pub method: &'a str,
+    /// Whether the idempotency header is present with a non-empty value.
+    pub has_idempotency_key: bool,
+    /// The declared body length: `None` when absent (chunked or no body).
+    pub content_length: Option<u64>,
+    /// Whether the request carries a body at all.
+    pub has_body: bool,
+    /// Whether it asks for a protocol upgrade (WebSocket): never repeatable.
+    pub is_upgrade: bool,
+}
+
+/// Whether a request may be hedged, and why not when it may not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eligibility {
+    /// Safe to send twice. `buffer_body` says the body must be held for the copy.
+    Hedgeable {
+        /// Whether the request body must be read into memory for the second leg.
+        buffer_body: bool,
+    },
+    /// Sent once, never hedged.
+    NotHedgeable(NotHedgeableReason),
+}
+
+/// Why a request is not hedged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotHedgeableReason {
+    /// The method is not idempotent and no idempotency key was sent.
+    NotIdempotent,
+    /// The body has no declared length, or one over the cap.
+    BodyNotReplayable,
+    /// A protocol upgrade cannot be repeated.
+    Upgrade,
+}
+
+impl NotHedgeableReason {
+    /// A short name for headers and logs.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            NotHedgeableReason::NotIdempotent => "not-idempotent",
+            NotHedgeableReason::BodyNotReplayable => "body-not-replayable",
+            NotHedgeableReason::Upgrade => "upgrade",
+        }
+    }
+}
+
+/// Decides whether `facts` describe a request that may be hedged.
+pub fn eligibility(facts: &RequestFacts<'_>, params: &EligibilityParams) -> Eligibility {
+    if facts.is_upgrade {
+        return Eligibility::NotHedgeable(NotHedgeableReason::Upgrade);
+    }
+    let method_ok = params
+        .methods
+        .iter()
+        .any(|m| m.eq_ignore_ascii_case(facts.method));
+    let keyed = params.idempotency_header.is_some() && facts.has_idempotency_key;
+    if !method_ok && !keyed {
+        return Eligibility::NotHedgeable(NotHedgeableReason::NotIdempotent);
+    }
+    if !facts.has_body {
+        return Eligibility::Hedgeable { buffer_body: false };
+    }
+    match facts.content_length {
+        Some(len) if len <= params.max_body_bytes => Eligibility::Hedgeable { buffer_body: true },
+        _ => Eligibility::NotHedgeable(NotHedgeableReason::BodyNotReplayable),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> EligibilityParams {
+        EligibilityParams {
+            methods: vec!["GET".into(), "HEAD".into()],
+            idempotency_header: Some("idempotency-key".into()),
+            max_body_bytes: 1024,
+        }
+    }
+
+    fn facts(method: &str) -> RequestFacts<'_> {
+        RequestFacts {
+            method,
+            has_idempotency_key: false,
+            content_length: None,
+            has_body: false,
+            is_upgrade: false,
+        }
+    }
+
+    #[test]
+    fn get_and_head_are_hedgeable() {
+        for m in ["GET", "HEAD", "get"] {
+            assert_eq!(
+                eligibility(&facts(m), &params()),
+                Eligibility::Hedgeable { buffer_body: false }
+            );
+        }
+    }
+
+    #[test]
+    fn post_without_a_key_is_never_hedged() {
+        for m in ["POST", "PATCH", "PUT", "DELETE"] {
+            assert_eq!(
+                eligibility(&facts(m), &params()),
+                Eligibility::NotHedgeable(NotHedgeableReason::NotIdempotent)
+            );
+        }
+    }
+
+    #[test]
+    fn post_with_a_key_and_small_body_is_hedged_with_a_buffered_body() {
+        let f = RequestFacts {
+            has_idempotency_key: true,
+            content_length: Some(100),
+            has_body: true,
+            ..facts("POST")
+        };
+        assert_eq!(
+            eligibility(&f, &params()),
+            Eligibility::Hedgeable { buffer_body: true }
+        );
+    }
+
+    #[test]
+    fn a_key_does_nothing_when_the_header_is_disabled() {
+        let f = RequestFacts {
+            has_idempotency_key: true,
+            ..facts("POST")
+        };
+        let p = EligibilityParams {
+            idempotency_header: None,
+            ..params()
+        };
+        assert_eq!(
+            eligibility(&f, &p),
+            Eligibility::NotHedgeable(NotHedgeableReason::NotIdempotent)
+        );
+    }
+
+    #[test]
+    fn large_or_unsized_bodies_are_not_replayed() {
+        for content_length in [Some(1025), None] {
+            let f = RequestFacts {
+                has_idempotency_key: true,
+                content_length,
+                has_body: true,
+                ..facts("POST")
+            };
+            assert_eq!(
+                eligibility(&f, &params()),
+                Eligibility::NotHedgeable(NotHedgeableReason::BodyNotReplayable)
+            );
+        }
+    }
+
+    #[test]
+    fn upgrades_are_never_hedged() {
+        let f = RequestFacts {
+            is_upgrade: true,
+            ..facts("GET")
+        };
+        assert_eq!(
+            eligibility(&f, &params()),
+            Eligibility::NotHedgeable(NotHedgeableReason::Upgrade)
+        );
+    }
+}

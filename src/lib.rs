@@ -1,0 +1,26 @@
+//! hedgehog-edge: a Cloudflare Worker that hedges slow origin requests.
+//!
+//! A request goes to the primary origin; if it has not answered within a hedge
+//! delay drawn from the measured latency distribution, a copy goes to a second
+//! origin, the first answer wins and the loser is aborted. A token-bucket
+//! budget bounds the extra origin load.
+//!
+//! The decision logic is plain Rust with time passed in, unit-tested natively:
+//! [`config`], [`sketch`], [`window`], [`estimator`], [`route_key`],
+//! [`delay_policy`], [`budget`], [`eligibility`], [`race`], [`outbound`].
+//! [`edge`] is the thin Worker layer that wires them to `fetch`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+pub mod budget;
+pub mod config;
+pub mod delay_policy;
+pub mod edge;
+pub mod eligibility;
+pub mod estimator;
+pub mod outbound;
+pub mod race;
+pub mod route_key;
+pub mod sketch;
+pub mod window;

@@ -1,0 +1,147 @@
+//! A sliding-window latency sketch made of rotating sub-windows.
+//!
+//! The window is split into `sub_windows` slots of `window_ms / sub_windows`
+//! each. Samples go into the slot of the current time; when time moves past a
+//! slot's span, that slot is emptied and reused. A running total of the live
+//! slots answers quantile queries in one pass, so a query costs the same
+//! however many sub-windows there are.
+
+use crate::sketch::{LatencySketch, Sample};
+
+/// Settings for a [`WindowedSketch`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WindowParams {
+    /// Length of the whole window in milliseconds.
+    pub window_ms: f64,
+    /// Number of rotating sub-windows the window is split into (at least 1).
+    pub sub_windows: usize,
+}
+
+impl WindowParams {
+    fn slot_ms(&self) -> f64 {
+        self.window_ms / self.sub_windows.max(1) as f64
+    }
+}
+
+/// A latency sketch over the last `window_ms` milliseconds.
+#[derive(Debug, Clone)]
+pub struct WindowedSketch {
+    params: WindowParams,
+    slots: Vec<LatencySketch>,
+    /// The epoch (time / slot length) that `slots[epoch % len]` currently holds.
+    current_epoch: i64,
+    total: LatencySketch,
+}
+
+// === impl WindowedSketch ===
+
+impl WindowedSketch {
+    /// An empty window that starts at `now_ms`.
+    pub fn new(params: WindowParams, now_ms: f64) -> Self {
+        let slots = vec![LatencySketch::new(); params.sub_windows.max(1)];
+        Self {
+            params,
+            slots,
+            current_epoch: epoch(now_ms, params.slot_ms()),
+            total: LatencySketch::new(),
+        }
+    }
+
+    /// Records a sample taken at `now_ms`.
+    pub fn record(&mut self, sample: Sample, now_ms: f64) {
+        self.rotate(now_ms);
+        let slot = self.slot_index(self.current_epoch);
+        self.slots[slot].record(sample);
+        self.total.record(sample);
+    }
+
+    /// The sketch of every sample still inside the window at `now_ms`.
+    pub fn snapshot(&mut self, now_ms: f64) -> &LatencySketch {
+        self.rotate(now_ms);
+        &self.total
+    }
+
+    /// Number of samples still inside the window at `now_ms`.
+    pub fn count(&mut self, now_ms: f64) -> u64 {
+        self.snapshot(now_ms).count()
+    }
+
+    /// Drops the slots that time has moved past. A clock that goes backwards
+    /// (it can, across isolates' clocks) leaves the window as it is.
+    fn rotate(&mut self, now_ms: f64) {
+        let now_epoch = epoch(now_ms, self.params.slot_ms());
+        if now_epoch <= self.current_epoch {
+            return;
+        }
+        let expired = (now_epoch - self.current_epoch).min(self.slots.len() as i64);
+        for step in 1..=expired {
+            let slot = self.slot_index(self.current_epoch + step);
+            let old = std::mem::take(&mut self.slots[slot]);
+            self.total.subtract(&old);
+        }
+        self.current_epoch = now_epoch;
+    }
+
+    fn slot_index(&self, epoch: i64) -> usize {
+        epoch.rem_euclid(self.slots.len() as i64) as usize
+    }
+}
+
+fn epoch(now_ms: f64, slot_ms: f64) -> i64 {
+    if !now_ms.is_finite() || slot_ms <= 0.0 {
+        return 0;
+    }
+    (now_ms / slot_ms).floor() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PARAMS: WindowParams = WindowParams {
+        window_ms: 60_000.0,
+        sub_windows: 6,
+    };
+
+    #[test]
+    fn samples_stay_for_the_window_then_expire() {
+        let mut window = WindowedSketch::new(PARAMS, 0.0);
+        window.record(Sample::Completed(10.0), 1_000.0);
+        assert_eq!(window.count(50_000.0), 1);
+        // The slot holding t=1s covers [0, 10s); it is reused at t=60s.
+        assert_eq!(window.count(59_999.0), 1);
+        assert_eq!(window.count(60_000.0), 0);
+    }
+
+    #[test]
+    fn rotation_drops_only_the_oldest_slots() {
+        let mut window = WindowedSketch::new(PARAMS, 0.0);
+        window.record(Sample::Completed(10.0), 5_000.0);
+        window.record(Sample::Completed(20.0), 25_000.0);
+        window.record(Sample::Completed(30.0), 45_000.0);
+        assert_eq!(window.count(45_000.0), 3);
+        assert_eq!(window.count(65_000.0), 2);
+        assert_eq!(window.count(85_000.0), 1);
+        let p50 = window.snapshot(85_000.0).quantile(0.5).expect("one sample");
+        assert!((p50 - 30.0).abs() / 30.0 <= 0.01);
+    }
+
+    #[test]
+    fn a_long_idle_gap_empties_the_window() {
+        let mut window = WindowedSketch::new(PARAMS, 0.0);
+        for i in 0..100 {
+            window.record(Sample::Completed(10.0), i as f64 * 500.0);
+        }
+        assert_eq!(window.count(10_000_000.0), 0);
+        window.record(Sample::Completed(10.0), 10_000_001.0);
+        assert_eq!(window.count(10_000_001.0), 1);
+    }
+
+    #[test]
+    fn a_clock_going_backwards_loses_nothing() {
+        let mut window = WindowedSketch::new(PARAMS, 30_000.0);
+        window.record(Sample::Completed(10.0), 30_000.0);
+        window.record(Sample::Completed(10.0), 29_000.0);
+        assert_eq!(window.count(20_000.0), 2);
+    }
+}
