@@ -583,6 +583,14 @@ mod tests {
     }
 
     #[test]
+    fn every_key_is_documented_in_the_readme() {
+        let readme = include_str!("../README.md");
+        for (key, _, _) in KEYS {
+            assert!(readme.contains(&format!("`{key}`")), "{key} missing from README.md");
+        }
+    }
+
+    #[test]
     fn empty_idempotency_header_disables_it() {
         let params = parse(&vars(&[ORIGINS, ("HEDGE_IDEMPOTENCY_HEADER", "")])).expect("valid");
         assert_eq!(params.eligibility.idempotency_header, None);

@@ -3,7 +3,9 @@
 //! Hedging sends a request twice, so only requests that are safe to repeat
 //! qualify: the configured idempotent methods (GET and HEAD by default), or
 //! any method when the client sends an idempotency key, and then only if its
-//! body is small enough to hold for the second copy.
+//! body is small enough to hold for the second copy. A body without a declared
+//! length is read up to the cap by the Worker; if it turns out larger, the
+//! request is sent once, streamed.
 
 /// Settings for [`eligibility`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,7 +26,7 @@ pub struct RequestFacts<'a> {
     pub method: &'a str,
     /// Whether the idempotency header is present with a non-empty value.
     pub has_idempotency_key: bool,
-    /// The declared body length: `None` when absent (chunked or no body).
+    /// The declared body length: `None` when absent (chunked, or no body).
     pub content_length: Option<u64>,
     /// Whether the request carries a body at all.
     pub has_body: bool,
@@ -37,7 +39,7 @@ pub struct RequestFacts<'a> {
 pub enum Eligibility {
     /// Safe to send twice. `buffer_body` says the body must be held for the copy.
     Hedgeable {
-        /// Whether the request body must be read into memory for the second leg.
+        /// Whether the request body must be read (up to the cap) for the second leg.
         buffer_body: bool,
     },
     /// Sent once, never hedged.
@@ -49,8 +51,8 @@ pub enum Eligibility {
 pub enum NotHedgeableReason {
     /// The method is not idempotent and no idempotency key was sent.
     NotIdempotent,
-    /// The body has no declared length, or one over the cap.
-    BodyNotReplayable,
+    /// The body is larger than `max_body_bytes`, so it is not held for a copy.
+    BodyTooLarge,
     /// A protocol upgrade cannot be repeated.
     Upgrade,
 }
@@ -60,7 +62,7 @@ impl NotHedgeableReason {
     pub fn as_str(&self) -> &'static str {
         match self {
             NotHedgeableReason::NotIdempotent => "not-idempotent",
-            NotHedgeableReason::BodyNotReplayable => "body-not-replayable",
+            NotHedgeableReason::BodyTooLarge => "body-too-large",
             NotHedgeableReason::Upgrade => "upgrade",
         }
     }
@@ -83,8 +85,10 @@ pub fn eligibility(facts: &RequestFacts<'_>, params: &EligibilityParams) -> Elig
         return Eligibility::Hedgeable { buffer_body: false };
     }
     match facts.content_length {
-        Some(len) if len <= params.max_body_bytes => Eligibility::Hedgeable { buffer_body: true },
-        _ => Eligibility::NotHedgeable(NotHedgeableReason::BodyNotReplayable),
+        Some(len) if len > params.max_body_bytes => {
+            Eligibility::NotHedgeable(NotHedgeableReason::BodyTooLarge)
+        }
+        _ => Eligibility::Hedgeable { buffer_body: true },
     }
 }
 
@@ -161,19 +165,31 @@ mod tests {
     }
 
     #[test]
-    fn large_or_unsized_bodies_are_not_replayed() {
-        for content_length in [Some(1025), None] {
-            let f = RequestFacts {
-                has_idempotency_key: true,
-                content_length,
-                has_body: true,
-                ..facts("POST")
-            };
-            assert_eq!(
-                eligibility(&f, &params()),
-                Eligibility::NotHedgeable(NotHedgeableReason::BodyNotReplayable)
-            );
-        }
+    fn a_declared_body_over_the_cap_is_not_replayed() {
+        let f = RequestFacts {
+            has_idempotency_key: true,
+            content_length: Some(1025),
+            has_body: true,
+            ..facts("POST")
+        };
+        assert_eq!(
+            eligibility(&f, &params()),
+            Eligibility::NotHedgeable(NotHedgeableReason::BodyTooLarge)
+        );
+    }
+
+    #[test]
+    fn a_body_of_unknown_length_is_read_up_to_the_cap() {
+        let f = RequestFacts {
+            has_idempotency_key: true,
+            content_length: None,
+            has_body: true,
+            ..facts("POST")
+        };
+        assert_eq!(
+            eligibility(&f, &params()),
+            Eligibility::Hedgeable { buffer_body: true }
+        );
     }
 
     #[test]

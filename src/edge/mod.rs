@@ -8,17 +8,19 @@ mod hedged_fetch;
 mod isolate;
 mod leg;
 mod reply;
+mod request_body;
 
 use worker::js_sys;
 use worker::{console_error, event, Context, Env, Request, Response};
 
 use crate::delay_policy::choose_delay;
-use crate::eligibility::{eligibility, Eligibility, RequestFacts};
+use crate::eligibility::{eligibility, Eligibility, NotHedgeableReason, RequestFacts};
 use crate::outbound::{forwarded_request_headers, valid_request_id, REQUEST_ID_HEADER};
 use crate::route_key::route_key;
 use hedged_fetch::RacePlan;
 use leg::{OutboundBody, OutboundRequest};
 use reply::Timing;
+use request_body::BodyRead;
 
 fn now_ms() -> f64 {
     js_sys::Date::now()
@@ -69,11 +71,28 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
         has_body: req.inner().body().is_some(),
         is_upgrade: header("upgrade").is_some(),
     };
-    let decision = eligibility(&facts, &params.eligibility);
+    let mut decision = eligibility(&facts, &params.eligibility);
     let route = route_key(url.path(), &params.route_keys);
     let primary = 0;
     // Without a second origin the hedge is a new request to the same one.
     let hedge = if params.origins.len() > 1 { 1 } else { 0 };
+
+    // A body held for the hedge; one that outgrows the cap goes once, streamed.
+    let body = match decision {
+        Eligibility::Hedgeable { buffer_body: true } => {
+            match request_body::read_up_to(&mut req, params.eligibility.max_body_bytes).await? {
+                BodyRead::Held(bytes) => OutboundBody::Buffered(bytes),
+                BodyRead::TooLarge(stream) => {
+                    decision = Eligibility::NotHedgeable(NotHedgeableReason::BodyTooLarge);
+                    OutboundBody::Stream(Some(stream))
+                }
+            }
+        }
+        _ => match req.inner().body() {
+            Some(stream) => OutboundBody::Stream(Some(stream)),
+            None => OutboundBody::Empty,
+        },
+    };
 
     let (delay, hedge_skip) = match decision {
         Eligibility::NotHedgeable(reason) => (None, Some(reason.as_str())),
@@ -94,13 +113,6 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
         }
     };
 
-    let body = match decision {
-        Eligibility::Hedgeable { buffer_body: true } => OutboundBody::Buffered(req.bytes().await?),
-        _ => match req.inner().body() {
-            Some(stream) => OutboundBody::Stream(Some(stream)),
-            None => OutboundBody::Empty,
-        },
-    };
     let mut outbound = OutboundRequest {
         method,
         headers: forwarded_request_headers(&client_headers),

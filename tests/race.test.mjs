@@ -1,0 +1,197 @@
+// The race itself, end to end: the built Worker in workerd in front of real
+// loopback origins. Slow legs are at least ten times slower than any
+// threshold asserted, so a busy machine cannot flip a result.
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { performance } from "node:perf_hooks";
+import { startOrigin, closedPort } from "./support/origin.mjs";
+import { startWorker, origins, serverTiming } from "./support/worker.mjs";
+
+const HANG_MS = 10_000; // a leg that "never" answers within a test
+const cleanups = [];
+after(async () => {
+  for (const c of cleanups.reverse()) await c();
+});
+
+async function origin(name, handle) {
+  const o = await startOrigin(name, handle);
+  cleanups.push(() => o.close());
+  return o;
+}
+async function worker(vars) {
+  const w = await startWorker(vars);
+  cleanups.push(() => w.dispose());
+  return w;
+}
+
+test("fast primary: no hedge, one origin request, x-hedge none", async () => {
+  const a = await origin("a", () => ({ body: "from-a" }));
+  const b = await origin("b", () => ({ body: "from-b" }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "1000" });
+  const res = await w.fetch("/items/1?x=2");
+  assert.equal(res.status, 200);
+  assert.equal(await res.text(), "from-a");
+  assert.equal(res.headers.get("x-hedge"), "none");
+  assert.equal(a.requests.length, 1);
+  assert.equal(b.requests.length, 0);
+  assert.equal(a.requests[0].url, "/items/1?x=2");
+  const timing = serverTiming(res.headers.get("server-timing"));
+  assert.equal(timing["hedge-delay"].dur, 1000);
+  assert.equal(timing["hedge-delay"].desc, "cold");
+  assert.ok(timing.origin.dur >= 0);
+});
+
+// The winner streams its body for about a second, so the request is still in
+// flight: an abort seen at the origin before the winner's body ends is the
+// Worker's own, not workerd tearing down a finished request.
+const TRICKLE = { chunks: ["part-1;", "part-2;", "part-3;", "part-4;", "part-5;"], chunkGapMs: 250 };
+
+test("slow primary: hedge after the delay wins, primary aborted at the origin", async (t) => {
+  const a = await origin("a", () => ({ delayMs: HANG_MS, body: "from-a" }));
+  const b = await origin("b", () => TRICKLE);
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "100" });
+  const sent = performance.now();
+  const res = await w.fetch("/slow", { headers: { "x-request-id": "req-42", "accept-encoding": "identity" } });
+  const headersAt = performance.now() - sent;
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get("x-hedge"), "hedge");
+  assert.ok(headersAt < 1_000, `headers after ${headersAt} ms`);
+  assert.equal(await res.text(), TRICKLE.chunks.join(""));
+
+  const primary = a.requests[0];
+  const hedge = b.requests[0];
+  const hedgeAfter = hedge.receivedAt - primary.receivedAt;
+  assert.ok(hedgeAfter >= 95 && hedgeAfter < 1_000, `hedge sent ${hedgeAfter} ms after primary`);
+  assert.equal(hedge.headers["x-hedge-attempt"], "true");
+  assert.equal(primary.headers["x-hedge-attempt"], undefined);
+  assert.equal(primary.headers["x-request-id"], "req-42");
+  assert.equal(hedge.headers["x-request-id"], "req-42");
+  assert.equal(res.headers.get("x-request-id"), "req-42");
+
+  const aborted = await a.waitFor("abort", () => true, 2_000);
+  assert.equal(aborted.answeredAt, null, "the primary never answered");
+  assert.ok(aborted.abortedAt < hedge.finishedAt, "aborted while the winner was still streaming");
+  const abortLag = aborted.abortedAt - hedge.answeredAt;
+  t.diagnostic(`hedge sent ${hedgeAfter.toFixed(1)} ms after the primary`);
+  t.diagnostic(`primary seen aborted at the origin ${abortLag.toFixed(1)} ms after the hedge answered`);
+});
+
+test("primary answers first after the hedge went out: the hedge is aborted", async () => {
+  const a = await origin("a", () => ({ delayMs: 300, ...TRICKLE }));
+  const b = await origin("b", () => ({ delayMs: HANG_MS, body: "from-b" }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "50" });
+  const res = await w.fetch("/p", { headers: { "accept-encoding": "identity" } });
+  assert.equal(res.headers.get("x-hedge"), "primary");
+  assert.equal(await res.text(), TRICKLE.chunks.join(""));
+  const aborted = await b.waitFor("abort", () => true, 2_000);
+  assert.equal(aborted.answeredAt, null);
+  assert.ok(aborted.abortedAt < a.requests[0].finishedAt, "aborted while the winner was still streaming");
+});
+
+test("client x-hedge-* headers and hop-by-hop headers are not forwarded", async () => {
+  const a = await origin("a", () => ({}));
+  const w = await worker({ HEDGE_ORIGINS: origins(a) });
+  const res = await w.fetch("/h", {
+    headers: {
+      "x-hedge-attempt": "true",
+      "x-hedge-whatever": "1",
+      "x-request-id": "bad id with spaces",
+      "keep-alive": "timeout=5",
+      accept: "text/plain",
+    },
+  });
+  await res.arrayBuffer();
+  const seen = a.requests[0].headers;
+  assert.equal(seen["x-hedge-attempt"], undefined);
+  assert.equal(seen["x-hedge-whatever"], undefined);
+  assert.equal(seen["keep-alive"], undefined);
+  assert.equal(seen.accept, "text/plain");
+  assert.match(seen["x-request-id"], /^[0-9a-f]{32}$/, "an invalid client id is replaced");
+  assert.equal(res.headers.get("x-request-id"), seen["x-request-id"]);
+  assert.equal(seen.host, `127.0.0.1:${a.port}`);
+});
+
+test("primary fails fast with 503: hedge at once, long before the delay", async () => {
+  const a = await origin("a", () => ({ status: 503, body: "busy" }));
+  const b = await origin("b", () => ({ body: "from-b" }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "10000" });
+  const sent = performance.now();
+  const res = await w.fetch("/f");
+  const body = await res.text();
+  const took = performance.now() - sent;
+  assert.equal(res.status, 200);
+  assert.equal(body, "from-b");
+  assert.equal(res.headers.get("x-hedge"), "hedge");
+  assert.ok(took < 1_000, `took ${took} ms with a 10 s hedge delay`);
+});
+
+test("primary refuses connections: hedge at once", async () => {
+  const dead = { name: "dead", url: `http://127.0.0.1:${await closedPort()}` };
+  const b = await origin("b", () => ({ body: "from-b" }));
+  const w = await worker({ HEDGE_ORIGINS: origins(dead, b), HEDGE_COLD_DELAY_MS: "10000" });
+  const sent = performance.now();
+  const res = await w.fetch("/r");
+  const body = await res.text();
+  const took = performance.now() - sent;
+  assert.equal(res.status, 200);
+  assert.equal(body, "from-b");
+  assert.ok(took < 1_000, `took ${took} ms with a 10 s hedge delay`);
+});
+
+test("both legs fail: 502 with what each leg got, promptly", async () => {
+  const a = await origin("a", () => ({ status: 503 }));
+  const b = await origin("b", () => ({ status: 502 }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "10000" });
+  const sent = performance.now();
+  const res = await w.fetch("/both");
+  const body = await res.json();
+  const took = performance.now() - sent;
+  assert.equal(res.status, 502);
+  assert.ok(took < 1_000, `took ${took} ms`);
+  assert.equal(body.error, "all_legs_failed");
+  assert.deepEqual(
+    body.legs.map((l) => [l.leg, l.origin, l.status]),
+    [
+      ["primary", "a", 503],
+      ["hedge", "b", 502],
+    ],
+  );
+});
+
+test("a 500 is an answer, not a failure: it is returned without a hedge", async () => {
+  const a = await origin("a", () => ({ status: 500, body: "app error" }));
+  const b = await origin("b", () => ({}));
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "10000" });
+  const res = await w.fetch("/e");
+  assert.equal(res.status, 500);
+  assert.equal(await res.text(), "app error");
+  assert.equal(b.requests.length, 0);
+});
+
+test("no origin answers within HEDGE_TIMEOUT_MS: 504 and both legs aborted", async () => {
+  const a = await origin("a", () => ({ delayMs: HANG_MS }));
+  const b = await origin("b", () => ({ delayMs: HANG_MS }));
+  const w = await worker({
+    HEDGE_ORIGINS: origins(a, b),
+    HEDGE_COLD_DELAY_MS: "50",
+    HEDGE_TIMEOUT_MS: "400",
+  });
+  const sent = performance.now();
+  const res = await w.fetch("/hang");
+  const body = await res.json();
+  const took = performance.now() - sent;
+  assert.equal(res.status, 504);
+  assert.equal(body.error, "origin_timeout");
+  assert.ok(took >= 390 && took < 3_000, `took ${took} ms`);
+  await a.waitFor("abort", () => true, 2_000);
+  await b.waitFor("abort", () => true, 2_000);
+});
+
+test("redirects from the origin are passed back, not followed", async () => {
+  const a = await origin("a", () => ({ status: 302, headers: { location: "http://169.254.169.254/" } }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a) });
+  const res = await w.fetch("/go", { redirect: "manual" });
+  assert.equal(res.status, 302);
+  assert.equal(res.headers.get("location"), "http://169.254.169.254/");
+  assert.equal(a.requests.length, 1);
+});
