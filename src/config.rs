@@ -586,7 +586,10 @@ mod tests {
     fn every_key_is_documented_in_the_readme() {
         let readme = include_str!("../README.md");
         for (key, _, _) in KEYS {
-            assert!(readme.contains(&format!("`{key}`")), "{key} missing from README.md");
+            assert!(
+                readme.contains(&format!("`{key}`")),
+                "{key} missing from README.md"
+            );
         }
     }
 
