@@ -20,7 +20,7 @@ use crate::window::WindowParams;
 /// and meaning. The README's reference table is generated from the same facts.
 pub const KEYS: &[(&str, &str, &str)] = &[
     ("HEDGE_ORIGINS", "required", "JSON array of origins: [{\"name\", \"url\", \"zone\"?}]; the first is the primary, the second the hedge target (the primary itself when there is one)"),
-    ("HEDGE_MODE", "adaptive", "adaptive | static | off"),
+    ("HEDGE_MODE", "adaptive", "adaptive | static | off | retry (classic timeout + one retry, for comparison)"),
     ("HEDGE_QUANTILE", "p95", "latency quantile the adaptive delay hedges at: p50..p99.9 or 0.5..0.999"),
     ("HEDGE_OFFSET_MS", "0", "added to the quantile"),
     ("HEDGE_MIN_DELAY_MS", "5", "lower clamp on the adaptive delay"),
@@ -28,6 +28,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("HEDGE_COLD_DELAY_MS", "250", "delay used before HEDGE_MIN_DATA_POINTS samples exist"),
     ("HEDGE_MIN_DATA_POINTS", "50", "samples needed before a measured quantile is used"),
     ("HEDGE_STATIC_DELAY_MS", "none", "the fixed delay of HEDGE_MODE=static (required there)"),
+    ("HEDGE_RETRY_TIMEOUT_MS", "1000", "HEDGE_MODE=retry: time before the primary is abandoned and retried"),
     ("HEDGE_BUDGET_PERCENT", "12", "hedges allowed per 100 eligible requests"),
     ("HEDGE_BUDGET_FLOOR_PER_SEC", "1", "hedges per second allowed at low traffic"),
     ("HEDGE_BUDGET_MAX_TOKENS", "10", "most hedges a quiet spell can bank"),
@@ -305,10 +306,13 @@ impl<'a> Reader<'a> {
                 let delay_ms = self.number("HEDGE_STATIC_DELAY_MS", 0.0, 0.0, 60_000.0);
                 HedgeMode::Static { delay_ms }
             }
+            Some("retry") => HedgeMode::Retry {
+                timeout_ms: self.number("HEDGE_RETRY_TIMEOUT_MS", 1_000.0, 1.0, 600_000.0),
+            },
             Some(other) => {
                 self.fail(
                     KEY,
-                    format!("expected adaptive, static or off, got {other:?}"),
+                    format!("expected adaptive, static, off or retry, got {other:?}"),
                 );
                 HedgeMode::Adaptive
             }
@@ -528,6 +532,17 @@ mod tests {
         ]))
         .expect("valid");
         assert_eq!(params.mode, HedgeMode::Static { delay_ms: 10.0 });
+    }
+
+    #[test]
+    fn retry_mode_defaults_to_a_one_second_timeout() {
+        let params = parse(&vars(&[ORIGINS, ("HEDGE_MODE", "retry")])).expect("valid");
+        assert_eq!(
+            params.mode,
+            HedgeMode::Retry {
+                timeout_ms: 1_000.0
+            }
+        );
     }
 
     #[test]

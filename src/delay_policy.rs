@@ -14,6 +14,13 @@ pub enum HedgeMode {
     },
     /// Hedge at a measured latency quantile (the default).
     Adaptive,
+    /// No hedging: the classic timeout and one retry. After `timeout_ms` the
+    /// primary is aborted and the request retried once (at once if it fails
+    /// fast). Kept to compare hedging against what most teams run.
+    Retry {
+        /// How long the primary may take before it is abandoned.
+        timeout_ms: f64,
+    },
 }
 
 /// Settings for [`choose_delay`].
@@ -44,6 +51,8 @@ pub enum DelayBasis {
     Cold,
     /// The configured static delay.
     Static,
+    /// The retry timeout of `HEDGE_MODE=retry`.
+    Retry,
 }
 
 impl DelayBasis {
@@ -54,6 +63,7 @@ impl DelayBasis {
             DelayBasis::Origin => "origin",
             DelayBasis::Cold => "cold",
             DelayBasis::Static => "static",
+            DelayBasis::Retry => "retry",
         }
     }
 }
@@ -81,6 +91,10 @@ pub fn choose_delay(
         HedgeMode::Static { delay_ms } => Some(DelayChoice {
             delay_ms,
             basis: DelayBasis::Static,
+        }),
+        HedgeMode::Retry { timeout_ms } => Some(DelayChoice {
+            delay_ms: timeout_ms,
+            basis: DelayBasis::Retry,
         }),
         HedgeMode::Adaptive => {
             let trusted = |basis, estimate: Option<crate::estimator::QuantileEstimate>| {

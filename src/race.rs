@@ -5,6 +5,10 @@
 //! rules: the first *answer* wins; a retriable failure (connection error, 502,
 //! 503, 504) never wins while the other leg may still answer; a retriable
 //! failure of the primary before the hedge went out hedges at once.
+//!
+//! A *retry* race (the classic timeout-and-retry that hedging replaces, kept
+//! as a mode for comparison) differs in one rule: when the timer fires, the
+//! primary is abandoned (aborted) before the second leg starts.
 
 /// One of the two legs of a race.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +61,9 @@ pub enum Step {
     Wait,
     /// Ask the budget for a hedge; then call [`Race::hedge_started`] or [`Race::hedge_declined`].
     StartHedge,
+    /// Retry race: abort the primary (it timed out), then start the second
+    /// leg and call [`Race::hedge_started`] or [`Race::hedge_declined`].
+    AbandonPrimaryAndRetry,
     /// Return this leg's response and abort the other leg if it is in flight.
     Deliver(Leg),
     /// Only the primary ran and it failed: return its failure as it is.
@@ -80,6 +87,8 @@ pub struct Race {
     hedge: LegState,
     /// False once hedging is ruled out for this request (ineligible, declined).
     hedge_possible: bool,
+    /// Whether the timer abandons the primary (retry) instead of racing it (hedge).
+    retry: bool,
 }
 
 // === impl Race ===
@@ -92,6 +101,16 @@ impl Race {
             primary: LegState::Pending,
             hedge: LegState::NotStarted,
             hedge_possible,
+            retry: false,
+        }
+    }
+
+    /// A timeout-and-retry race: when the timer fires the primary is aborted
+    /// and a single retry goes out.
+    pub fn retry(retry_possible: bool) -> Self {
+        Self {
+            retry: true,
+            ..Self::new(retry_possible)
         }
     }
 
@@ -105,15 +124,20 @@ impl Race {
         self.state(leg) == LegState::Pending
     }
 
-    /// The hedge delay ran out.
+    /// The hedge delay (or retry timeout) ran out.
     pub fn timer_fired(&mut self) -> Step {
-        if self.hedge_possible
+        if !(self.hedge_possible
             && self.hedge == LegState::NotStarted
-            && self.primary == LegState::Pending
+            && self.primary == LegState::Pending)
         {
-            Step::StartHedge
+            return Step::Wait;
+        }
+        if self.retry {
+            // The abandoned primary counts as failed: if the retry fails too, both did.
+            self.primary = LegState::Failed;
+            Step::AbandonPrimaryAndRetry
         } else {
-            Step::Wait
+            Step::StartHedge
         }
     }
 
@@ -296,6 +320,43 @@ mod tests {
         assert_eq!(
             race.leg_finished(Leg::Primary, RetriableFailure),
             Step::DeliverPrimaryFailure
+        );
+    }
+
+    #[test]
+    fn retry_abandons_the_primary_when_the_timer_fires() {
+        let mut race = Race::retry(true);
+        assert_eq!(race.timer_fired(), Step::AbandonPrimaryAndRetry);
+        assert!(!race.is_pending(Leg::Primary));
+        race.hedge_started();
+        assert_eq!(
+            race.leg_finished(Leg::Hedge, Answer),
+            Step::Deliver(Leg::Hedge)
+        );
+    }
+
+    #[test]
+    fn retry_that_fails_after_a_timeout_fails_both() {
+        let mut race = Race::retry(true);
+        assert_eq!(race.timer_fired(), Step::AbandonPrimaryAndRetry);
+        race.hedge_started();
+        assert_eq!(
+            race.leg_finished(Leg::Hedge, RetriableFailure),
+            Step::FailBoth
+        );
+    }
+
+    #[test]
+    fn retry_after_a_fast_failure_goes_at_once() {
+        let mut race = Race::retry(true);
+        assert_eq!(
+            race.leg_finished(Leg::Primary, RetriableFailure),
+            Step::StartHedge
+        );
+        race.hedge_started();
+        assert_eq!(
+            race.leg_finished(Leg::Hedge, Answer),
+            Step::Deliver(Leg::Hedge)
         );
     }
 

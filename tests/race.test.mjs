@@ -195,3 +195,15 @@ test("redirects from the origin are passed back, not followed", async () => {
   assert.equal(res.headers.get("location"), "http://169.254.169.254/");
   assert.equal(a.requests.length, 1);
 });
+
+test("retry mode: the primary is abandoned at the timeout, then retried once", async () => {
+  const a = await origin("a", () => ({ delayMs: HANG_MS }));
+  const b = await origin("b", () => ({ delayMs: 200, body: "from-b" }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_MODE: "retry", HEDGE_RETRY_TIMEOUT_MS: "100" });
+  const res = await w.fetch("/retry");
+  assert.equal(await res.text(), "from-b");
+  assert.equal(res.headers.get("x-hedge"), "hedge");
+  const aborted = await a.waitFor("abort", () => true, 2_000);
+  // Unlike a hedge, the primary is gone before the retry has answered.
+  assert.ok(aborted.abortedAt < b.requests[0].answeredAt, "primary abandoned before the retry answered");
+});

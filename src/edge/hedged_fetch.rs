@@ -29,6 +29,9 @@ pub(crate) struct RacePlan {
     pub(crate) route: String,
     /// The hedge delay, or `None` when this request is never hedged.
     pub(crate) delay: Option<DelayChoice>,
+    /// Classic timeout-and-retry instead of a hedge: the timer abandons the
+    /// primary, and the retry is not charged to the hedge budget.
+    pub(crate) retry: bool,
     /// Why this request is never hedged (for `Server-Timing`), when it is not.
     pub(crate) hedge_skip: Option<&'static str>,
     /// Client path, appended to the origin base URL.
@@ -128,7 +131,11 @@ pub(crate) async fn run(
             ..LegReport::default()
         },
     };
-    let mut race = Race::new(plan.delay.is_some());
+    let mut race = if plan.retry {
+        Race::retry(plan.delay.is_some())
+    } else {
+        Race::new(plan.delay.is_some())
+    };
     let mut responses: [Option<Response>; 2] = [None, None];
 
     report.primary.started_ms = Some(now_ms());
@@ -181,8 +188,15 @@ pub(crate) async fn run(
                 return Ok(report);
             }
         };
+        if step == Step::AbandonPrimaryAndRetry {
+            abort(&mut primary_ctl);
+            record(plan, &report, Leg::Primary, now, true);
+            report.primary.aborted = true;
+            step = Step::StartHedge;
+        }
         if step == Step::StartHedge {
-            let paid = isolate::with_ready(|ready| ready.budget.try_withdraw(now)).unwrap_or(false);
+            let paid = plan.retry
+                || isolate::with_ready(|ready| ready.budget.try_withdraw(now)).unwrap_or(false);
             let started = if paid {
                 leg::send(&hedge_url, outbound, Leg::Hedge, &hedge_signal).ok()
             } else {
@@ -203,7 +217,7 @@ pub(crate) async fn run(
             };
         }
         match step {
-            Step::Wait | Step::StartHedge => continue,
+            Step::Wait | Step::StartHedge | Step::AbandonPrimaryAndRetry => continue,
             Step::Deliver(winner) => {
                 let loser = winner.other();
                 // Abort first: every millisecond the loser runs is wasted origin work.

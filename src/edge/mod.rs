@@ -13,7 +13,7 @@ mod request_body;
 use worker::js_sys;
 use worker::{console_error, event, Context, Env, Request, Response};
 
-use crate::delay_policy::choose_delay;
+use crate::delay_policy::{choose_delay, HedgeMode};
 use crate::eligibility::{eligibility, Eligibility, NotHedgeableReason, RequestFacts};
 use crate::outbound::{forwarded_request_headers, valid_request_id, REQUEST_ID_HEADER};
 use crate::route_key::route_key;
@@ -124,6 +124,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
         hedge,
         route,
         delay,
+        retry: matches!(params.mode, HedgeMode::Retry { .. }),
         hedge_skip,
         path: url.path().to_string(),
         query: url.query().map(str::to_string),
