@@ -19,9 +19,11 @@ export async function startWorker(vars, extra = {}) {
     bindings,
     ...extra,
   });
-  await mf.ready;
+  const url = await mf.ready;
   return {
     mf,
+    /** The loopback URL workerd serves the Worker on (for load from another process). */
+    url: url.toString().replace(/\/$/, ""),
     fetch: (pathAndQuery, init) => mf.dispatchFetch(`http://edge.test${pathAndQuery}`, init),
     dispose: () => mf.dispose(),
   };

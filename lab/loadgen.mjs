@@ -1,0 +1,119 @@
+// Open-loop load: requests are sent on a fixed schedule whatever the
+// responses do, and latency is measured from each request's *intended* send
+// time, so a stalled server shows up in the numbers instead of slowing the
+// load down (no coordinated omission).
+//
+//   node lab/loadgen.mjs --url http://127.0.0.1:8787 --rate 200 --seconds 20
+//
+// Prints one JSON line: the HDR histogram, counts, errors and x-hedge tallies.
+import http from "node:http";
+import { performance } from "node:perf_hooks";
+import { parseArgs } from "node:util";
+import { Histogram } from "./histogram.mjs";
+
+/** Request paths spread over a few routes and many keys. */
+export function pathFor(i) {
+  const routes = ["/api/items/", "/api/users/", "/static/img/", "/search/"];
+  return routes[i % routes.length] + ((i * 7919) % 5000);
+}
+
+/**
+ * Sends `rate` requests per second to `url` for `seconds`. `now` and `send`
+ * are injectable so the schedule's accounting can be tested without a network.
+ */
+export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send = httpSend(url, timeoutMs), now = () => performance.now() }) {
+  const total = Math.round(rate * seconds);
+  const interval = 1000 / rate;
+  const histogram = new Histogram();
+  const result = { sent: 0, ok: 0, errors: 0, timeouts: 0, statuses: {}, xHedge: {}, maxLagMs: 0 };
+  const start = now();
+  const inflight = new Set();
+  for (let i = 0; i < total; i++) {
+    const intended = start + i * interval;
+    const wait = intended - now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    result.maxLagMs = Math.max(result.maxLagMs, now() - intended);
+    result.sent += 1;
+    const p = send(pathFor(i)).then(
+      (r) => {
+        histogram.record(now() - intended);
+        result.statuses[r.status] = (result.statuses[r.status] ?? 0) + 1;
+        if (r.status >= 500) result.errors += 1;
+        else result.ok += 1;
+        if (r.xHedge) result.xHedge[r.xHedge] = (result.xHedge[r.xHedge] ?? 0) + 1;
+      },
+      (e) => {
+        // A timeout or a failed connection is an error, and its time still counts.
+        histogram.record(now() - intended);
+        result.errors += 1;
+        if (e?.timeout) result.timeouts += 1;
+      },
+    );
+    inflight.add(p);
+    p.finally(() => inflight.delete(p));
+  }
+  await Promise.all(inflight);
+  result.histogram = histogram.toJSON();
+  return result;
+}
+
+function httpSend(base, timeoutMs) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
+  return (path) =>
+    new Promise((resolve, reject) => {
+      const req = http.get(base + path, { agent }, (res) => {
+        res.on("data", () => {});
+        res.on("end", () => resolve({ status: res.statusCode, xHedge: res.headers["x-hedge"] }));
+        res.on("error", reject);
+      });
+      req.setTimeout(timeoutMs, () => {
+        const e = new Error("timeout");
+        e.timeout = true;
+        req.destroy(e);
+      });
+      req.on("error", reject);
+    });
+}
+
+/** Closed loop (for maximum throughput only): `concurrency` clients, each sending back to back. */
+export async function runClosedLoop({ url, concurrency, seconds, timeoutMs = 5_000 }) {
+  const send = httpSend(url, timeoutMs);
+  const histogram = new Histogram();
+  const result = { sent: 0, ok: 0, errors: 0, timeouts: 0, statuses: {}, xHedge: {}, maxLagMs: 0 };
+  const end = performance.now() + seconds * 1000;
+  let i = 0;
+  const client = async () => {
+    while (performance.now() < end) {
+      const t0 = performance.now();
+      result.sent += 1;
+      try {
+        const r = await send(pathFor(i++));
+        if (r.status >= 500) result.errors += 1;
+        else result.ok += 1;
+      } catch {
+        result.errors += 1;
+      }
+      histogram.record(performance.now() - t0);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, client));
+  result.histogram = histogram.toJSON();
+  return result;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { values } = parseArgs({
+    options: {
+      url: { type: "string" },
+      rate: { type: "string", default: "200" },
+      seconds: { type: "string", default: "10" },
+      closed: { type: "boolean", default: false },
+      concurrency: { type: "string", default: "32" },
+    },
+  });
+  const result = values.closed
+    ? await runClosedLoop({ url: values.url, concurrency: Number(values.concurrency), seconds: Number(values.seconds) })
+    : await runOpenLoop({ url: values.url, rate: Number(values.rate), seconds: Number(values.seconds) });
+  process.stdout.write(JSON.stringify(result) + "\n");
+  process.exit(0);
+}

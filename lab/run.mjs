@@ -1,0 +1,271 @@
+// The tail-latency lab: simulated origins, the built Worker in workerd, an
+// open-loop load, and a side-by-side report of every configuration on the
+// same scenario and load, in one run.
+//
+//   node lab/run.mjs [--scenario heavy-tail|gc-pause|bimodal-cache|slow-origin|fast-503|all]
+//                    [--rate 200] [--seconds 15] [--warmup 3] [--seed 1] [--out lab-results]
+//                    [--overhead] [--overhead-seconds 8]
+import { spawn } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { Miniflare } from "miniflare";
+import { Histogram } from "./histogram.mjs";
+import { oracleBound } from "./oracle.mjs";
+import { markdownTable, percentileSvg } from "./report.mjs";
+import { originModel, scenario, SCENARIO_NAMES } from "./scenarios.mjs";
+import { startWorker } from "../tests/support/worker.mjs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+/** The configurations compared, in report order. `vars: null` means no Worker. */
+export const CONFIGURATIONS = [
+  { name: "direct to origin", vars: null },
+  { name: "worker, hedging off", vars: { HEDGE_MODE: "off" } },
+  { name: "worker, 1 s timeout + 1 retry", vars: { HEDGE_MODE: "retry", HEDGE_RETRY_TIMEOUT_MS: "1000" } },
+  { name: "worker, static 10 ms hedge", vars: { HEDGE_MODE: "static", HEDGE_STATIC_DELAY_MS: "10" } },
+  { name: "worker, adaptive hedge (default)", vars: {} },
+];
+
+const log = (msg) => process.stderr.write(`[lab ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+
+function spawnJson(args, { keepAlive = false } = {}) {
+  const child = spawn(process.execPath, args, { cwd: root, stdio: ["pipe", "pipe", "inherit"] });
+  const firstLine = new Promise((resolve, reject) => {
+    let buf = "";
+    child.stdout.on("data", (d) => {
+      buf += d;
+      const nl = buf.indexOf("\n");
+      if (nl >= 0) resolve(JSON.parse(buf.slice(0, nl)));
+    });
+    child.on("exit", (code) => reject(new Error(`${args[0]} exited with ${code} before answering`)));
+  });
+  if (!keepAlive) child.stdin.end();
+  return { child, firstLine };
+}
+
+async function originStats(origins) {
+  return Promise.all(origins.map((o) => fetch(`${o.url}/__stats`).then((r) => r.json())));
+}
+async function resetOrigins(origins) {
+  await Promise.all(origins.map((o) => fetch(`${o.url}/__reset`, { method: "POST" }).then((r) => r.text())));
+}
+
+async function load(url, rate, seconds) {
+  const { firstLine } = spawnJson(["lab/loadgen.mjs", "--url", url, "--rate", String(rate), "--seconds", String(seconds)]);
+  return firstLine;
+}
+
+function summarize(name, result, stats) {
+  const h = Histogram.fromJSON(result.histogram);
+  const sum = (k) => stats.reduce((a, s) => a + s[k], 0);
+  const received = sum("received");
+  const hedgeWins = result.xHedge.hedge ?? 0;
+  const primaryWins = result.xHedge.primary ?? 0;
+  return {
+    name,
+    requests: result.sent,
+    p50: h.percentile(50),
+    p90: h.percentile(90),
+    p95: h.percentile(95),
+    p99: h.percentile(99),
+    p999: h.percentile(99.9),
+    extraPct: ((received - result.sent) / result.sent) * 100,
+    hedgeRatePct: (sum("hedgeMarked") / result.sent) * 100,
+    hedgeWinPct: hedgeWins + primaryWins > 0 ? (hedgeWins / (hedgeWins + primaryWins)) * 100 : null,
+    abortedAtOrigin: sum("aborted"),
+    hedgesToEachOrigin: stats.map((s) => s.hedgeMarked),
+    originWorkMs: sum("workMs"),
+    wastedWorkPct: sum("workMs") > 0 ? (sum("abortedWorkMs") / sum("workMs")) * 100 : 0,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    statuses: result.statuses,
+    maxSendLagMs: result.maxLagMs,
+    histogram: h,
+  };
+}
+
+/** Runs every configuration on one scenario; returns the report object. */
+export async function runScenario({ scenarioName, rate, seconds, warmup, seed, configurations = CONFIGURATIONS }) {
+  const spec = scenario(scenarioName);
+  log(`scenario ${scenarioName}: ${spec.description}`);
+  const sim = spawnJson(["lab/origin-sim.mjs", "--scenario", scenarioName, "--seed", String(seed)], { keepAlive: true });
+  const { origins } = await sim.firstLine;
+  const rows = [];
+  try {
+    for (const [i, config] of configurations.entries()) {
+      log(`(${i + 1}/${configurations.length}) ${config.name}: ${warmup} s warm-up + ${seconds} s at ${rate} rps`);
+      let worker = null;
+      let url = origins[0].url;
+      if (config.vars) {
+        worker = await startWorker({ HEDGE_ORIGINS: origins, ...config.vars });
+        url = worker.url;
+      }
+      try {
+        if (warmup > 0) await load(url, rate, warmup);
+        await resetOrigins(origins);
+        const result = await load(url, rate, seconds);
+        const stats = await originStats(origins);
+        const row = summarize(config.name, result, stats);
+        rows.push(row);
+        log(`    p50 ${row.p50?.toFixed(1)} ms, p99 ${row.p99?.toFixed(1)} ms, p99.9 ${row.p999?.toFixed(1)} ms, extra ${row.extraPct.toFixed(1)}%, errors ${row.errors}`);
+      } finally {
+        if (worker) await worker.dispose();
+      }
+    }
+  } finally {
+    sim.child.stdin.end();
+    sim.child.kill();
+  }
+  const adaptive = rows.find((r) => r.name.startsWith("worker, adaptive"));
+  const passthrough = rows.find((r) => r.name === "worker, hedging off");
+  let oracle = null;
+  if (adaptive && adaptive.extraPct > 0) {
+    // The oracle's legs come from the primary's own latency model (iid draws).
+    const model = originModel(scenarioName, 0, `${seed}:oracle`);
+    const samples = Array.from({ length: 200_000 }, (_, k) => model.plan(Date.now() + k).delayMs);
+    oracle = { extraLoadPct: adaptive.extraPct, ...oracleBound(samples, adaptive.extraPct / 100) };
+  }
+  const comparison =
+    adaptive && passthrough
+      ? {
+          p99ReductionPct: (1 - adaptive.p99 / passthrough.p99) * 100,
+          p999ReductionPct: (1 - adaptive.p999 / passthrough.p999) * 100,
+          p50DeltaMs: adaptive.p50 - passthrough.p50,
+          // Aborting a slow primary can save more origin work than the hedge costs.
+          originWorkVsPassthroughPct: (adaptive.originWorkMs / passthrough.originWorkMs - 1) * 100,
+          p99VsOraclePct: oracle ? (adaptive.p99 / oracle.p99 - 1) * 100 : null,
+          p999VsOraclePct: oracle ? (adaptive.p999 / oracle.p999 - 1) * 100 : null,
+        }
+      : null;
+  return { scenario: scenarioName, description: spec.description, rate, seconds, warmup, seed, rows, oracle, comparison };
+}
+
+/** Closed-loop maximum throughput of three Workers on the same workerd build and origin. */
+export async function runOverhead({ seconds, concurrency = 32 }) {
+  const sim = spawnJson(["lab/origin-sim.mjs", "--scenario", "instant"], { keepAlive: true });
+  const { origins } = await sim.firstLine;
+  const results = [];
+  try {
+    const targets = [
+      { name: "minimal JS pass-through worker", start: () => startJsPassthrough(origins[0].url) },
+      { name: "hedgehog-edge, hedging off", start: () => startWorker({ HEDGE_ORIGINS: origins, HEDGE_MODE: "off" }) },
+      { name: "hedgehog-edge, adaptive hedging", start: () => startWorker({ HEDGE_ORIGINS: origins }) },
+    ];
+    for (const t of targets) {
+      log(`overhead: ${t.name}, ${concurrency} connections for ${seconds} s`);
+      const w = await t.start();
+      try {
+        const { firstLine } = spawnJson([
+          "lab/loadgen.mjs", "--url", w.url, "--closed", "--concurrency", String(concurrency), "--seconds", String(seconds),
+        ]);
+        const r = await firstLine;
+        const h = Histogram.fromJSON(r.histogram);
+        results.push({ name: t.name, rps: r.ok / seconds, errors: r.errors, p50: h.percentile(50), p99: h.percentile(99) });
+        log(`    ${(r.ok / seconds).toFixed(0)} rps, errors ${r.errors}`);
+      } finally {
+        await w.dispose();
+      }
+    }
+  } finally {
+    sim.child.stdin.end();
+    sim.child.kill();
+  }
+  const js = results[0].rps;
+  for (const r of results) r.vsJsPct = (r.rps / js) * 100;
+  return { seconds, concurrency, results };
+}
+
+async function startJsPassthrough(originUrl) {
+  const mf = new Miniflare({
+    modules: true,
+    compatibilityDate: "2026-07-01",
+    bindings: { ORIGIN: originUrl },
+    script: `export default { async fetch(req, env) {
+      const u = new URL(req.url);
+      return fetch(env.ORIGIN + u.pathname + u.search, { method: req.method, headers: req.headers });
+    } }`,
+  });
+  const url = (await mf.ready).toString().replace(/\/$/, "");
+  return { url, dispose: () => mf.dispose() };
+}
+
+function writeReports(out, reports, overhead) {
+  mkdirSync(out, { recursive: true });
+  const md = [];
+  for (const r of reports) {
+    md.push(`## ${r.scenario}: ${r.description}`, "", `${r.rate} rps for ${r.seconds} s per configuration (after ${r.warmup} s warm-up), seed ${r.seed}.`, "");
+    md.push(markdownTable(r.rows), "");
+    if (r.oracle) {
+      md.push(
+        `Oracle bound at the adaptive configuration's measured extra load (${r.oracle.extraLoadPct.toFixed(1)}%, hedge at ${r.oracle.delayMs.toFixed(1)} ms): p99 ${r.oracle.p99.toFixed(1)} ms, p99.9 ${r.oracle.p999.toFixed(1)} ms.`,
+      );
+    }
+    if (r.comparison) {
+      const c = r.comparison;
+      md.push(
+        `Adaptive vs hedging off: p99 ${c.p99ReductionPct.toFixed(1)}% lower, p99.9 ${c.p999ReductionPct.toFixed(1)}% lower, p50 ${c.p50DeltaMs >= 0 ? "+" : ""}${c.p50DeltaMs.toFixed(1)} ms` +
+          (c.p99VsOraclePct !== null ? `; vs oracle: p99 ${fmtPct(c.p99VsOraclePct)}, p99.9 ${fmtPct(c.p999VsOraclePct)}` : "") +
+          `; total origin work ${fmtPct(c.originWorkVsPassthroughPct)} vs hedging off.`,
+      );
+    }
+    md.push("", `Plot: ${path.join(out, `${r.scenario}.svg`)}`, "");
+    const svg = percentileSvg(
+      r.rows.map((row) => ({ name: row.name, points: row.histogram.cdf() })),
+      `${r.scenario}: latency by percentile, ${r.rate} rps`,
+    );
+    writeFileSync(path.join(out, `${r.scenario}.svg`), svg);
+  }
+  if (overhead) {
+    md.push("## Overhead: closed-loop maximum throughput against an instant origin", "");
+    md.push("| worker | requests/s | % of JS pass-through | p50 ms | p99 ms | errors |", "|---|---|---|---|---|---|");
+    for (const r of overhead.results) {
+      md.push(`| ${r.name} | ${r.rps.toFixed(0)} | ${r.vsJsPct.toFixed(1)} | ${r.p50?.toFixed(2)} | ${r.p99?.toFixed(2)} | ${r.errors} |`);
+    }
+    md.push("");
+  }
+  const text = md.join("\n");
+  writeFileSync(path.join(out, "report.md"), text);
+  const json = {
+    reports: reports.map((r) => ({ ...r, rows: r.rows.map(({ histogram, ...rest }) => ({ ...rest, histogram: histogram.toJSON() })) })),
+    overhead,
+  };
+  writeFileSync(path.join(out, "report.json"), JSON.stringify(json, null, 2));
+  return text;
+}
+
+const fmtPct = (v) => `${v >= 0 ? "+" : ""}${v.toFixed(1)}%`;
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { values } = parseArgs({
+    options: {
+      scenario: { type: "string", default: "heavy-tail" },
+      rate: { type: "string", default: "200" },
+      seconds: { type: "string", default: "15" },
+      warmup: { type: "string", default: "3" },
+      seed: { type: "string", default: "1" },
+      out: { type: "string", default: "lab-results" },
+      overhead: { type: "boolean", default: false },
+      "overhead-seconds": { type: "string", default: "8" },
+    },
+  });
+  const names = values.scenario === "all" ? SCENARIO_NAMES : values.scenario.split(",");
+  const reports = [];
+  for (const scenarioName of names) {
+    reports.push(
+      await runScenario({
+        scenarioName,
+        rate: Number(values.rate),
+        seconds: Number(values.seconds),
+        warmup: Number(values.warmup),
+        seed: values.seed,
+      }),
+    );
+  }
+  const overhead = values.overhead ? await runOverhead({ seconds: Number(values["overhead-seconds"]) }) : null;
+  const text = writeReports(path.resolve(root, values.out), reports, overhead);
+  process.stdout.write("\n" + text + "\n");
+  log(`report: ${path.join(values.out, "report.md")}, every figure: ${path.join(values.out, "report.json")}, plots: ${path.join(values.out, "*.svg")}`);
+  process.exit(0);
+}

@@ -1,0 +1,106 @@
+// Latency scenarios for the simulated origins. Each origin instance gets its
+// own seeded model: `plan(nowMs)` says how long this request takes and what it
+// answers. Times are milliseconds.
+import { seededRandom } from "./rng.mjs";
+
+/** Packet loss / retransmits: lognormal(40 ms, 0.35) and 2% of requests +800 ms. */
+export function heavyTail(rng) {
+  const base = rng.lognormal(40, 0.35);
+  return rng.next() < 0.02 ? base + 800 : base;
+}
+
+const scenarios = {
+  "heavy-tail": {
+    description: "lognormal median 40 ms sigma 0.35, plus 2% of requests +800 ms (packet loss, retransmits)",
+    origins: [{ latency: heavyTail }, { latency: heavyTail }],
+  },
+  "gc-pause": {
+    description:
+      "lognormal median 30 ms sigma 0.25; each origin stops the world for 150-300 ms about every 2 s, stalling every request in flight",
+    origins: [
+      { latency: (rng) => rng.lognormal(30, 0.25), gc: { meanIntervalMs: 2000, minMs: 150, maxMs: 300 } },
+      { latency: (rng) => rng.lognormal(30, 0.25), gc: { meanIntervalMs: 2000, minMs: 150, maxMs: 300 } },
+    ],
+  },
+  "bimodal-cache": {
+    description: "origin cache: 85% hits lognormal(8 ms, 0.3), 15% misses lognormal(150 ms, 0.3)",
+    origins: [{ latency: bimodal }, { latency: bimodal }],
+  },
+  "slow-origin": {
+    description: "the primary is degraded (lognormal median 120 ms, sigma 0.5); the secondary is healthy heavy-tail",
+    origins: [{ latency: (rng) => rng.lognormal(120, 0.5) }, { latency: heavyTail }],
+  },
+  instant: {
+    description: "answers at once (for throughput measurements)",
+    origins: [{ latency: () => 0 }, { latency: () => 0 }],
+  },
+  "fast-503": {
+    description: "the primary sheds 5% of requests with a 503 after 2 ms; otherwise both are heavy-tail",
+    origins: [{ latency: heavyTail, fastFailure: { fraction: 0.05, status: 503, afterMs: 2 } }, { latency: heavyTail }],
+  },
+};
+
+function bimodal(rng) {
+  return rng.next() < 0.85 ? rng.lognormal(8, 0.3) : rng.lognormal(150, 0.3);
+}
+
+/** The latency scenarios (the throughput-only "instant" origin is left out). */
+export const SCENARIO_NAMES = Object.keys(scenarios).filter((n) => n !== "instant");
+
+export function scenario(name) {
+  const s = scenarios[name];
+  if (!s) throw new Error(`unknown scenario ${JSON.stringify(name)}; known: ${SCENARIO_NAMES.join(", ")}`);
+  return s;
+}
+
+/** The model of origin `index` of `name`: `plan(nowMs)` gives { delayMs, status }. */
+export function originModel(name, index, seed) {
+  const spec = scenario(name).origins[index];
+  const rng = seededRandom(`${seed}:${name}:${index}`);
+  const pauses = spec.gc ? gcSchedule(spec.gc, seededRandom(`${seed}:${name}:${index}:gc`)) : null;
+  return {
+    plan(nowMs) {
+      if (spec.fastFailure && rng.next() < spec.fastFailure.fraction) {
+        return { delayMs: spec.fastFailure.afterMs, status: spec.fastFailure.status };
+      }
+      let delayMs = spec.latency(rng);
+      if (pauses) delayMs = pauses.stretch(nowMs, delayMs);
+      return { delayMs, status: 200 };
+    },
+  };
+}
+
+/**
+ * Stop-the-world pauses at exponential intervals. A request running across a
+ * pause is stretched by the part of the pause it overlaps: every request in
+ * flight stalls together, which is what makes GC tails correlated.
+ */
+export function gcSchedule({ meanIntervalMs, minMs, maxMs }, rng) {
+  const pauses = []; // [start, end) relative to the schedule's origin
+  let horizon = 0;
+  const extend = (until) => {
+    while (horizon < until) {
+      const start = horizon + rng.exponential(meanIntervalMs);
+      const end = start + minMs + rng.next() * (maxMs - minMs);
+      pauses.push([start, end]);
+      horizon = end;
+    }
+  };
+  const origin = Date.now();
+  return {
+    pauses,
+    /** The service time of a request arriving at `nowMs` that needs `workMs` of running time. */
+    stretch(nowMs, workMs) {
+      const t0 = nowMs - origin;
+      let end = t0 + workMs;
+      extend(end + maxMs * 4);
+      for (const [s, e] of pauses) {
+        if (s >= end) break;
+        if (e <= t0) continue;
+        end += e - Math.max(s, t0);
+        extend(end + maxMs * 4);
+      }
+      return end - t0;
+    },
+  };
+}

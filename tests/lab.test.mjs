@@ -1,0 +1,138 @@
+// The lab's own logic: samplers against their definitions, the oracle against
+// a closed form, the histogram, the load generator's intended-time accounting,
+// and a short end-to-end lab run so the runner cannot rot.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { seededRandom } from "../lab/rng.mjs";
+import { heavyTail, originModel, gcSchedule } from "../lab/scenarios.mjs";
+import { oracleBound, quantile } from "../lab/oracle.mjs";
+import { Histogram } from "../lab/histogram.mjs";
+import { runOpenLoop } from "../lab/loadgen.mjs";
+import { runScenario, CONFIGURATIONS } from "../lab/run.mjs";
+
+/** Standard normal CDF (Abramowitz-Stegun 7.1.26, error < 1.5e-7). */
+function phi(z) {
+  const t = 1 / (1 + 0.3275911 * (Math.abs(z) / Math.SQRT2));
+  const y = 1 - ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * Math.exp(-(z * z) / 2);
+  return z >= 0 ? (1 + y) / 2 : (1 - y) / 2;
+}
+
+/** The heavy-tail scenario's CDF, from its definition. */
+function heavyTailCdf(t) {
+  const ln = (x) => (x <= 0 ? 0 : phi(Math.log(x / 40) / 0.35));
+  return 0.98 * ln(t) + 0.02 * ln(t - 800);
+}
+
+function inverse(cdf, q) {
+  let lo = 0;
+  let hi = 10_000;
+  for (let i = 0; i < 80; i++) {
+    const mid = (lo + hi) / 2;
+    if (cdf(mid) >= q) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+test("heavy-tail sampler matches its definition at p50, p90, p97, p99.5", () => {
+  const rng = seededRandom("sampler-test");
+  const samples = Float64Array.from({ length: 400_000 }, () => heavyTail(rng)).sort();
+  for (const q of [0.5, 0.9, 0.97, 0.995]) {
+    const expected = inverse(heavyTailCdf, q);
+    const got = quantile(samples, q);
+    assert.ok(Math.abs(got - expected) / expected < 0.02, `q=${q}: ${got} vs ${expected}`);
+  }
+  const spikes = samples.filter((v) => v > 500).length / samples.length;
+  assert.ok(Math.abs(spikes - 0.02) < 0.002, `spike fraction ${spikes}`);
+});
+
+test("fast-503 sheds 5% of the primary's requests; bimodal-cache misses 15%", () => {
+  const shed = originModel("fast-503", 0, "t");
+  let n503 = 0;
+  for (let i = 0; i < 100_000; i++) if (shed.plan(0).status === 503) n503++;
+  assert.ok(Math.abs(n503 / 100_000 - 0.05) < 0.003, `${n503}`);
+  const cache = originModel("bimodal-cache", 0, "t");
+  let misses = 0;
+  for (let i = 0; i < 100_000; i++) if (cache.plan(0).delayMs > 50) misses++;
+  assert.ok(Math.abs(misses / 100_000 - 0.15) < 0.005, `${misses}`);
+});
+
+test("a GC pause stretches every request in flight by its overlap", () => {
+  const gc = gcSchedule({ meanIntervalMs: 1000, minMs: 200, maxMs: 200 }, seededRandom("gc"));
+  const t0 = Date.now();
+  gc.stretch(t0, 0); // build the schedule
+  const [start, end] = gc.pauses[0];
+  // Two requests both running across the first pause are both delayed by it.
+  const a = gc.stretch(t0 + start - 10, 20);
+  const b = gc.stretch(t0 + start - 5, 10);
+  assert.ok(Math.abs(a - (20 + (end - start))) < 1e-6, `${a}`);
+  assert.ok(Math.abs(b - (10 + (end - start))) < 1e-6, `${b}`);
+  // A request finishing before the pause is untouched.
+  assert.equal(gc.stretch(t0 + start - 50, 20), 20);
+});
+
+test("oracle bound matches the closed form for exponential legs", () => {
+  const rate = 1 / 50; // mean 50 ms
+  const rng = seededRandom("oracle");
+  const samples = Array.from({ length: 400_000 }, () => rng.exponential(50));
+  const b = 0.05;
+  const got = oracleBound(samples, b);
+  const d = -Math.log(b) / rate; // F^-1(1 - b)
+  assert.ok(Math.abs(got.delayMs - d) / d < 0.02, `d ${got.delayMs} vs ${d}`);
+  // P(T > t) = e^{-rate t} e^{-rate (t - d)} = 1 - q  =>  t = (d - ln(1 - q) / rate) / 2
+  for (const [key, q] of [["p99", 0.99], ["p999", 0.999]]) {
+    const expected = (d - Math.log(1 - q) / rate) / 2;
+    assert.ok(Math.abs(got[key] - expected) / expected < 0.02, `${key}: ${got[key]} vs ${expected}`);
+  }
+});
+
+test("histogram percentiles are within 0.1% of exact", () => {
+  const rng = seededRandom("hist");
+  const h = new Histogram();
+  const values = Array.from({ length: 50_000 }, () => rng.lognormal(40, 1));
+  for (const v of values) h.record(v);
+  values.sort((x, y) => x - y);
+  for (const p of [50, 90, 99, 99.9]) {
+    const exact = quantile(values, p / 100);
+    assert.ok(Math.abs(h.percentile(p) - exact) / exact < 0.001 + 0.002 / exact, `p${p}: ${h.percentile(p)} vs ${exact}`);
+  }
+});
+
+test("load generator: latency counts from the intended send time, not the actual one", async () => {
+  // The first send blocks the event loop for 300 ms. Requests meant to go out
+  // during that time go late; an open-loop generator must charge them the wait.
+  let first = true;
+  const send = async () => {
+    if (first) {
+      first = false;
+      const until = performance.now() + 300;
+      while (performance.now() < until);
+    }
+    return { status: 200 };
+  };
+  const result = await runOpenLoop({ url: "unused", rate: 100, seconds: 1, send });
+  assert.equal(result.sent, 100);
+  const h = Histogram.fromJSON(result.histogram);
+  assert.equal(h.total, 100);
+  // Requests intended at 10, 20, ..., 290 ms were sent at about 300 ms: the
+  // slowest 29% waited 10 ms or more. Measured from the actual send, all ~0.
+  assert.ok(h.percentile(100) >= 280, `max ${h.percentile(100)}`);
+  assert.ok(h.percentile(75) >= 5, `p75 ${h.percentile(75)} should include the stalled requests`);
+});
+
+test("a short lab run: pass-through and adaptive side by side", async () => {
+  const configurations = CONFIGURATIONS.filter((c) => c.name === "worker, hedging off" || c.name.startsWith("worker, adaptive"));
+  const report = await runScenario({ scenarioName: "heavy-tail", rate: 100, seconds: 2, warmup: 1, seed: "ci", configurations });
+  assert.equal(report.rows.length, 2);
+  for (const row of report.rows) {
+    assert.equal(row.requests, 200);
+    assert.equal(row.errors, 0);
+    assert.ok(row.p50 > 20 && row.p50 < 200, `${row.name} p50 ${row.p50}`);
+  }
+  const [off, adaptive] = report.rows;
+  assert.equal(off.extraPct, 0);
+  assert.equal(off.hedgeRatePct, 0);
+  // Budget: 12% of 200 plus the floor (1/s over ~3 s) and the bank (10).
+  assert.ok(adaptive.hedgeRatePct <= 12 + (10 + 3) / 2, `hedge rate ${adaptive.hedgeRatePct}`);
+  assert.ok(report.comparison !== null);
+});
