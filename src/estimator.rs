@@ -141,10 +141,10 @@ impl LatencyEstimator {
 }
 
 fn estimate(window: &mut WindowedSketch, q: f64, now_ms: f64) -> Option<QuantileEstimate> {
-    let sketch = window.snapshot(now_ms);
-    sketch.quantile(q).map(|value_ms| QuantileEstimate {
+    let value_ms = window.quantile(q, now_ms)?;
+    Some(QuantileEstimate {
         value_ms,
-        samples: sketch.count(),
+        samples: window.count(now_ms),
     })
 }
 

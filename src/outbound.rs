@@ -1,4 +1,4 @@
-//! What is sent to an origin: its URL and the headers copied from the client.
+//! What is sent to an origin: its URL and which client headers go with it.
 //!
 //! The outbound host always comes from configuration. The client contributes
 //! only a path and a query, appended to the origin's base URL as text, so no
@@ -10,7 +10,7 @@ pub const HEDGE_ATTEMPT_HEADER: &str = "x-hedge-attempt";
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 /// Hop-by-hop headers (RFC 9110 section 7.6.1): meaningful for one connection only.
-const HOP_BY_HOP: &[&str] = &[
+pub const HOP_BY_HOP: &[&str] = &[
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -41,42 +41,40 @@ pub fn upstream_url(base: &str, path: &str, query: Option<&str>) -> String {
     url
 }
 
-/// The client headers to forward: all but hop-by-hop ones, those the
-/// `Connection` header names, and any `x-hedge-*` (those are the Worker's).
-pub fn forwarded_request_headers(headers: &[(String, String)]) -> Vec<(String, String)> {
-    without_hop_by_hop(headers, |name| {
-        SET_BY_WORKER.contains(&name) || name.starts_with("x-hedge-")
+/// The path and query of an absolute URL as the runtime hands it over
+/// (`scheme://authority/path?query#fragment`); the fragment is dropped.
+/// Anything without a scheme and authority is `None`.
+pub fn path_and_query(url: &str) -> Option<(&str, Option<&str>)> {
+    let after_scheme = &url[url.find("://")? + 3..];
+    let rest = match after_scheme.find('/') {
+        Some(i) => &after_scheme[i..],
+        None => "/",
+    };
+    let rest = rest.split('#').next().unwrap_or(rest);
+    Some(match rest.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (rest, None),
     })
 }
 
-/// The origin's response headers to pass to the client: all but hop-by-hop ones.
-pub fn forwarded_response_headers(headers: &[(String, String)]) -> Vec<(String, String)> {
-    without_hop_by_hop(headers, |_| false)
-}
-
-/// `headers` less hop-by-hop ones, those `Connection` names, and those `also_drop`
-/// (given a lower-case name) rejects.
-fn without_hop_by_hop(
-    headers: &[(String, String)],
-    also_drop: impl Fn(&str) -> bool,
-) -> Vec<(String, String)> {
-    let connection_named: Vec<String> = headers
-        .iter()
-        .filter(|(name, _)| name.eq_ignore_ascii_case("connection"))
-        .flat_map(|(_, value)| value.split(','))
+/// The header names a `Connection` header value lists (lower case).
+pub fn connection_tokens(connection: Option<&str>) -> Vec<String> {
+    connection
+        .unwrap_or_default()
+        .split(',')
         .map(|token| token.trim().to_ascii_lowercase())
         .filter(|token| !token.is_empty())
-        .collect();
-    headers
-        .iter()
-        .filter(|(name, _)| {
-            let name = name.to_ascii_lowercase();
-            !HOP_BY_HOP.contains(&name.as_str())
-                && !connection_named.contains(&name)
-                && !also_drop(&name)
-        })
-        .cloned()
         .collect()
+}
+
+/// Whether a client request header stays behind: hop-by-hop ones, those the
+/// `Connection` header names, ones the Worker sets itself, and any
+/// `x-hedge-*` (those belong to the Worker). `name` is lower case.
+pub fn is_dropped_request_header(name: &str, connection_tokens: &[String]) -> bool {
+    HOP_BY_HOP.contains(&name)
+        || SET_BY_WORKER.contains(&name)
+        || name.starts_with("x-hedge-")
+        || connection_tokens.iter().any(|t| t == name)
 }
 
 /// The client's request id if it is a sane token (1-128 of `A-Za-z0-9._:-`), else `None`.
@@ -92,13 +90,6 @@ pub fn valid_request_id(value: Option<&str>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn h(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect()
-    }
 
     #[test]
     fn the_host_comes_from_the_base_url_whatever_the_path() {
@@ -127,45 +118,56 @@ mod tests {
     }
 
     #[test]
-    fn hop_by_hop_and_hedge_headers_are_dropped() {
-        let forwarded = forwarded_request_headers(&h(&[
-            ("Connection", "keep-alive, X-Secret-Hop"),
-            ("Keep-Alive", "timeout=5"),
-            ("X-Secret-Hop", "1"),
-            ("TE", "trailers"),
-            ("Transfer-Encoding", "chunked"),
-            ("Upgrade", "h2c"),
-            ("Host", "evil.example"),
-            ("X-Hedge-Attempt", "true"),
-            ("x-hedge-anything", "1"),
-            ("X-Request-Id", "abc"),
-            ("Accept", "text/html"),
-            ("Authorization", "Bearer t"),
-        ]));
+    fn path_and_query_come_from_the_absolute_url() {
         assert_eq!(
-            forwarded,
-            h(&[("Accept", "text/html"), ("Authorization", "Bearer t")])
+            path_and_query("https://edge.example/a/b?x=1&y=2#frag"),
+            Some(("/a/b", Some("x=1&y=2")))
         );
+        assert_eq!(path_and_query("http://edge.example"), Some(("/", None)));
+        assert_eq!(
+            path_and_query("http://h//evil.example/x"),
+            Some(("//evil.example/x", None))
+        );
+        assert_eq!(path_and_query("not a url"), None);
     }
 
     #[test]
-    fn response_hop_by_hop_headers_are_dropped() {
-        let forwarded = forwarded_response_headers(&h(&[
-            ("Transfer-Encoding", "chunked"),
-            ("Connection", "close, X-Private"),
-            ("X-Private", "1"),
-            ("Content-Length", "10"),
-            ("Set-Cookie", "a=1"),
-            ("Set-Cookie", "b=2"),
-        ]));
+    fn hop_by_hop_and_hedge_headers_are_dropped() {
+        let tokens = connection_tokens(Some("keep-alive, X-Secret-Hop"));
+        for name in [
+            "connection",
+            "keep-alive",
+            "x-secret-hop",
+            "te",
+            "transfer-encoding",
+            "upgrade",
+            "host",
+            "content-length",
+            "x-hedge-attempt",
+            "x-hedge-anything",
+            "x-request-id",
+            "proxy-authorization",
+        ] {
+            assert!(is_dropped_request_header(name, &tokens), "{name}");
+        }
+        for name in [
+            "accept",
+            "authorization",
+            "cookie",
+            "x-hedge",
+            "idempotency-key",
+        ] {
+            assert!(!is_dropped_request_header(name, &tokens), "{name}");
+        }
+    }
+
+    #[test]
+    fn connection_tokens_are_lower_case_and_trimmed() {
         assert_eq!(
-            forwarded,
-            h(&[
-                ("Content-Length", "10"),
-                ("Set-Cookie", "a=1"),
-                ("Set-Cookie", "b=2")
-            ])
+            connection_tokens(Some(" Close ,X-A,, ")),
+            vec!["close", "x-a"]
         );
+        assert!(connection_tokens(None).is_empty());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use futures::future::{Fuse, FutureExt, LocalBoxFuture};
-use worker::{AbortController, Delay, Response};
+use worker::{web_sys, Delay};
 
 use super::isolate;
 use super::leg::{self, OutboundRequest};
@@ -63,10 +63,10 @@ impl LegReport {
 #[derive(Debug)]
 pub(crate) enum RaceEnd {
     /// A leg answered; its response goes to the client.
-    Won(Leg, Response),
+    Won(Leg, web_sys::Response),
     /// Only the primary ran and it failed retriably: its response (if it got
     /// one) goes to the client as it is.
-    PrimaryFailed(Option<Response>),
+    PrimaryFailed(Option<web_sys::Response>),
     /// Both legs failed retriably.
     BothFailed,
     /// No leg answered within the timeout.
@@ -85,12 +85,12 @@ pub(crate) struct RaceReport {
 }
 
 enum Event {
-    Finished(Leg, worker::Result<Response>),
+    Finished(Leg, worker::Result<web_sys::Response>),
     HedgeTimer,
     Deadline,
 }
 
-type LegFuture<'a> = Fuse<LocalBoxFuture<'a, worker::Result<Response>>>;
+type LegFuture = Fuse<LocalBoxFuture<'static, worker::Result<web_sys::Response>>>;
 
 /// Runs the race for `outbound` under `plan`.
 pub(crate) async fn run(
@@ -110,13 +110,12 @@ pub(crate) async fn run(
         plan.query.as_deref(),
     );
 
-    // One controller per leg: `abort` consumes it, and signals cannot be shared.
-    let (primary_controller, hedge_controller) =
-        (AbortController::default(), AbortController::default());
+    // One controller per leg, so aborting the loser leaves the winner alone.
+    // The hedge's is made only when a hedge goes out.
+    let primary_controller = web_sys::AbortController::new()?;
     let primary_signal = primary_controller.signal();
-    let hedge_signal = hedge_controller.signal();
     let mut primary_ctl = Some(primary_controller);
-    let mut hedge_ctl = Some(hedge_controller);
+    let mut hedge_ctl: Option<web_sys::AbortController> = None;
 
     let mut report = RaceReport {
         end: RaceEnd::TimedOut,
@@ -136,12 +135,12 @@ pub(crate) async fn run(
     } else {
         Race::new(plan.delay.is_some())
     };
-    let mut responses: [Option<Response>; 2] = [None, None];
+    let mut responses: [Option<web_sys::Response>; 2] = [None, None];
 
     report.primary.started_ms = Some(now_ms());
     let primary_fetch = leg::send(&primary_url, outbound, Leg::Primary, &primary_signal)?;
-    let mut primary_fut: LegFuture<'_> = primary_fetch.boxed_local().fuse();
-    let mut hedge_fut: LegFuture<'_> = Fuse::terminated();
+    let mut primary_fut: LegFuture = primary_fetch.boxed_local().fuse();
+    let mut hedge_fut: LegFuture = Fuse::terminated();
     let mut timer = match plan.delay {
         Some(choice) => delay(choice.delay_ms).fuse(),
         None => Fuse::terminated(),
@@ -163,8 +162,8 @@ pub(crate) async fn run(
                 leg_report.finished_ms = Some(now);
                 let outcome = match &result {
                     Ok(response) => {
-                        leg_report.status = Some(response.status_code());
-                        classify_status(response.status_code())
+                        leg_report.status = Some(response.status());
+                        classify_status(response.status())
                     }
                     Err(e) => {
                         leg_report.error = Some(e.to_string());
@@ -198,7 +197,12 @@ pub(crate) async fn run(
             let paid = plan.retry
                 || isolate::with_ready(|ready| ready.budget.try_withdraw(now)).unwrap_or(false);
             let started = if paid {
-                leg::send(&hedge_url, outbound, Leg::Hedge, &hedge_signal).ok()
+                web_sys::AbortController::new().ok().and_then(|controller| {
+                    let fetch =
+                        leg::send(&hedge_url, outbound, Leg::Hedge, &controller.signal()).ok()?;
+                    hedge_ctl = Some(controller);
+                    Some(fetch)
+                })
             } else {
                 None
             };
@@ -277,16 +281,16 @@ fn leg_index(leg: Leg) -> usize {
 
 fn controller<'a>(
     leg: Leg,
-    primary: &'a mut Option<AbortController>,
-    hedge: &'a mut Option<AbortController>,
-) -> &'a mut Option<AbortController> {
+    primary: &'a mut Option<web_sys::AbortController>,
+    hedge: &'a mut Option<web_sys::AbortController>,
+) -> &'a mut Option<web_sys::AbortController> {
     match leg {
         Leg::Primary => primary,
         Leg::Hedge => hedge,
     }
 }
 
-fn abort(controller: &mut Option<AbortController>) {
+fn abort(controller: &mut Option<web_sys::AbortController>) {
     if let Some(c) = controller.take() {
         c.abort();
     }

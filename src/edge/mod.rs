@@ -1,8 +1,11 @@
-//! The Worker layer: turns a `worker::Request` into the core's inputs, runs the
-//! race, and turns its result into the client's response.
+//! The Worker layer: turns the incoming request into the core's inputs, runs
+//! the race, and turns its result into the client's response.
 //!
 //! Modules: [`isolate`] holds per-isolate state, [`leg`] sends one origin
-//! request, [`hedged_fetch`] runs the race, [`reply`] builds the response.
+//! request, [`hedged_fetch`] runs the race, [`request_body`] reads a body that
+//! may be sent twice, [`reply`] builds the response. It works on `web_sys`
+//! types directly: the conversions into `worker::Request`/`Response` parse
+//! and copy more than a proxy needs on its hot path.
 
 mod hedged_fetch;
 mod isolate;
@@ -10,12 +13,12 @@ mod leg;
 mod reply;
 mod request_body;
 
-use worker::js_sys;
-use worker::{console_error, event, Context, Env, Request, Response};
+use worker::{console_error, event, js_sys, web_sys, Context, Env};
 
 use crate::delay_policy::{choose_delay, HedgeMode};
 use crate::eligibility::{eligibility, Eligibility, NotHedgeableReason, RequestFacts};
-use crate::outbound::{forwarded_request_headers, valid_request_id, REQUEST_ID_HEADER};
+use crate::estimator::Estimates;
+use crate::outbound::{path_and_query, valid_request_id, REQUEST_ID_HEADER};
 use crate::route_key::route_key;
 use hedged_fetch::RacePlan;
 use leg::{OutboundBody, OutboundRequest};
@@ -27,7 +30,11 @@ fn now_ms() -> f64 {
 }
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+async fn fetch(
+    req: web_sys::Request,
+    env: Env,
+    _ctx: Context,
+) -> worker::Result<web_sys::Response> {
     console_error_panic_hook::set_once();
     let start_ms = now_ms();
     let params = match isolate::params(&env, start_ms) {
@@ -39,21 +46,15 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
             return reply::config_error_response(&errors);
         }
     };
-    let request_id = valid_request_id(req.headers().get(REQUEST_ID_HEADER)?.as_deref())
-        .unwrap_or_else(new_request_id);
-    let url = match req.url() {
-        Ok(url) => url,
-        Err(_) => return reply::bad_request("the request URL could not be parsed", &request_id),
+    let client_headers = req.headers();
+    let header = |name: &str| client_headers.get(name).ok().flatten();
+    let request_id =
+        valid_request_id(header(REQUEST_ID_HEADER).as_deref()).unwrap_or_else(new_request_id);
+    let url = req.url();
+    let Some((path, query)) = path_and_query(&url) else {
+        return reply::bad_request("the request URL could not be parsed", &request_id);
     };
-    let mut req = req;
-    let method = req.inner().method();
-    let client_headers: Vec<(String, String)> = req.headers().entries().collect();
-    let header = |name: &str| {
-        client_headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    };
+    let method = req.method();
     let content_length = match header("content-length") {
         Some(v) => match v.trim().parse::<u64>() {
             Ok(n) => Some(n),
@@ -61,18 +62,20 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
         },
         None => None,
     };
-    let idempotency_header = params.eligibility.idempotency_header.as_deref();
     let facts = RequestFacts {
         method: &method,
-        has_idempotency_key: idempotency_header
+        has_idempotency_key: params
+            .eligibility
+            .idempotency_header
+            .as_deref()
             .and_then(header)
             .is_some_and(|v| !v.trim().is_empty()),
         content_length,
-        has_body: req.inner().body().is_some(),
+        has_body: req.body().is_some(),
         is_upgrade: header("upgrade").is_some(),
     };
     let mut decision = eligibility(&facts, &params.eligibility);
-    let route = route_key(url.path(), &params.route_keys);
+    let route = route_key(path, &params.route_keys);
     let primary = 0;
     // Without a second origin the hedge is a new request to the same one.
     let hedge = if params.origins.len() > 1 { 1 } else { 0 };
@@ -80,7 +83,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
     // A body held for the hedge; one that outgrows the cap goes once, streamed.
     let body = match decision {
         Eligibility::Hedgeable { buffer_body: true } => {
-            match request_body::read_up_to(&mut req, params.eligibility.max_body_bytes).await? {
+            match request_body::read_up_to(&req, params.eligibility.max_body_bytes).await? {
                 BodyRead::Held(bytes) => OutboundBody::Buffered(bytes),
                 BodyRead::TooLarge(stream) => {
                     decision = Eligibility::NotHedgeable(NotHedgeableReason::BodyTooLarge);
@@ -88,7 +91,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
                 }
             }
         }
-        _ => match req.inner().body() {
+        _ => match req.body() {
             Some(stream) => OutboundBody::Stream(Some(stream)),
             None => OutboundBody::Empty,
         },
@@ -98,10 +101,15 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
         Eligibility::NotHedgeable(reason) => (None, Some(reason.as_str())),
         Eligibility::Hedgeable { .. } => {
             let delay = isolate::with_ready(|ready| {
-                let estimates =
-                    ready
-                        .estimator
-                        .estimates(primary, &route, params.delay.quantile, start_ms);
+                // Only the adaptive mode reads the estimates.
+                let estimates = match params.mode {
+                    HedgeMode::Adaptive => {
+                        ready
+                            .estimator
+                            .estimates(primary, &route, params.delay.quantile, start_ms)
+                    }
+                    _ => Estimates::default(),
+                };
                 let choice = choose_delay(params.mode, &params.delay, &estimates);
                 if choice.is_some() {
                     ready.budget.deposit(start_ms);
@@ -115,9 +123,8 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
 
     let mut outbound = OutboundRequest {
         method,
-        headers: forwarded_request_headers(&client_headers),
+        headers: leg::outbound_headers(&client_headers, &request_id)?,
         body,
-        request_id: request_id.clone(),
     };
     let plan = RacePlan {
         primary,
@@ -126,8 +133,8 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
         delay,
         retry: matches!(params.mode, HedgeMode::Retry { .. }),
         hedge_skip,
-        path: url.path().to_string(),
-        query: url.query().map(str::to_string),
+        path: path.to_string(),
+        query: query.map(str::to_string),
     };
     let report = hedged_fetch::run(&params, &plan, &mut outbound, now_ms).await?;
     let timing = Timing {

@@ -2,11 +2,11 @@
 //! hedge headers added, or a JSON error saying what each leg got.
 
 use serde::Serialize;
-use worker::{Headers, Response};
+use worker::{web_sys, Response};
 
 use super::hedged_fetch::{LegReport, RaceEnd, RacePlan, RaceReport};
 use crate::config::{ConfigError, Params};
-use crate::outbound::{forwarded_response_headers, REQUEST_ID_HEADER};
+use crate::outbound::{connection_tokens, HOP_BY_HOP, REQUEST_ID_HEADER};
 use crate::race::Leg;
 
 /// Response header saying which leg answered: `none`, `primary` or `hedge`.
@@ -43,64 +43,6 @@ struct ProblemJson<'a> {
     reason: &'a str,
 }
 
-/// What the client gets for a finished race.
-pub(crate) fn race_response(
-    params: &Params,
-    plan: &RacePlan,
-    report: RaceReport,
-    request_id: &str,
-    timing: Timing,
-) -> worker::Result<Response> {
-    let x_hedge = match (&report.end, report.hedge_sent) {
-        (RaceEnd::Won(leg, _), true) => leg.as_str(),
-        _ => "none",
-    };
-    let server_timing = server_timing(params, plan, &report, timing);
-    let now_ms = timing.now_ms;
-    match report.end {
-        RaceEnd::Won(_, response) => decorate(response, x_hedge, &server_timing, request_id),
-        RaceEnd::PrimaryFailed(Some(response)) => {
-            decorate(response, x_hedge, &server_timing, request_id)
-        }
-        RaceEnd::PrimaryFailed(None) => error_response(
-            502,
-            "origin_unreachable",
-            "the origin could not be reached and no hedge was allowed".into(),
-            params,
-            &report.primary,
-            None,
-            request_id,
-            now_ms,
-            &server_timing,
-        ),
-        RaceEnd::BothFailed => error_response(
-            502,
-            "all_legs_failed",
-            "both the primary and the hedge failed".into(),
-            params,
-            &report.primary,
-            Some(&report.hedge),
-            request_id,
-            now_ms,
-            &server_timing,
-        ),
-        RaceEnd::TimedOut => error_response(
-            504,
-            "origin_timeout",
-            format!(
-                "no origin answered within {} ms (HEDGE_TIMEOUT_MS)",
-                params.timeout_ms
-            ),
-            params,
-            &report.primary,
-            report.hedge_sent.then_some(&report.hedge),
-            request_id,
-            now_ms,
-            &server_timing,
-        ),
-    }
-}
-
 /// Request-level times for `Server-Timing`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Timing {
@@ -110,8 +52,76 @@ pub(crate) struct Timing {
     pub(crate) now_ms: f64,
 }
 
+/// What the client gets for a finished race.
+pub(crate) fn race_response(
+    params: &Params,
+    plan: &RacePlan,
+    report: RaceReport,
+    request_id: &str,
+    timing: Timing,
+) -> worker::Result<web_sys::Response> {
+    let x_hedge = match (&report.end, report.hedge_sent) {
+        (RaceEnd::Won(leg, _), true) => leg.as_str(),
+        _ => "none",
+    };
+    let server_timing = server_timing(params, plan, &report, timing);
+    let error = |status, error, message, hedge: Option<&LegReport>| {
+        let mut legs = vec![leg_json(
+            params,
+            Leg::Primary,
+            &report.primary,
+            timing.now_ms,
+        )];
+        if let Some(h) = hedge {
+            legs.push(leg_json(params, Leg::Hedge, h, timing.now_ms));
+        }
+        let x_hedge = if hedge.is_some() { "failed" } else { "none" };
+        let body = ErrorJson {
+            error,
+            message,
+            request_id,
+            legs,
+        };
+        json_response(
+            status,
+            &body,
+            &[
+                (HEDGE_HEADER, x_hedge),
+                ("server-timing", &server_timing),
+                (REQUEST_ID_HEADER, request_id),
+            ],
+        )
+    };
+    match &report.end {
+        RaceEnd::Won(_, response) | RaceEnd::PrimaryFailed(Some(response)) => {
+            decorate(response, x_hedge, &server_timing, request_id)
+        }
+        RaceEnd::PrimaryFailed(None) => error(
+            502,
+            "origin_unreachable",
+            "the origin could not be reached and no hedge was allowed".into(),
+            None,
+        ),
+        RaceEnd::BothFailed => error(
+            502,
+            "all_legs_failed",
+            "both the primary and the hedge failed".into(),
+            Some(&report.hedge),
+        ),
+        RaceEnd::TimedOut => error(
+            504,
+            "origin_timeout",
+            format!(
+                "no origin answered within {} ms (HEDGE_TIMEOUT_MS)",
+                params.timeout_ms
+            ),
+            report.hedge_sent.then_some(&report.hedge),
+        ),
+    }
+}
+
 /// A 500 naming every bad configuration key.
-pub(crate) fn config_error_response(errors: &[ConfigError]) -> worker::Result<Response> {
+pub(crate) fn config_error_response(errors: &[ConfigError]) -> worker::Result<web_sys::Response> {
     let body = ConfigErrorJson {
         error: "invalid_config",
         message:
@@ -124,18 +134,31 @@ pub(crate) fn config_error_response(errors: &[ConfigError]) -> worker::Result<Re
             })
             .collect(),
     };
-    Ok(Response::from_json(&body)?.with_status(500))
+    json_response(500, &body, &[])
 }
 
-/// A JSON error for a request the Worker refuses (bad URL and the like).
-pub(crate) fn bad_request(message: &str, request_id: &str) -> worker::Result<Response> {
+/// A 400 for a request the Worker cannot forward.
+pub(crate) fn bad_request(message: &str, request_id: &str) -> worker::Result<web_sys::Response> {
     let body = ErrorJson {
         error: "bad_request",
         message: message.to_string(),
         request_id,
         legs: Vec::new(),
     };
-    Ok(Response::from_json(&body)?.with_status(400))
+    json_response(400, &body, &[(REQUEST_ID_HEADER, request_id)])
+}
+
+fn json_response<T: Serialize>(
+    status: u16,
+    body: &T,
+    headers: &[(&str, &str)],
+) -> worker::Result<web_sys::Response> {
+    let response: web_sys::Response = Response::from_json(body)?.with_status(status).into();
+    let h = response.headers();
+    for (name, value) in headers {
+        h.set(name, value)?;
+    }
+    Ok(response)
 }
 
 fn server_timing(params: &Params, plan: &RacePlan, report: &RaceReport, timing: Timing) -> String {
@@ -150,13 +173,11 @@ fn server_timing(params: &Params, plan: &RacePlan, report: &RaceReport, timing: 
         }
     }
     match (plan.delay, plan.hedge_skip) {
-        (Some(choice), _) => {
-            parts.push(format!(
-                "hedge-delay;dur={:.1};desc=\"{}\"",
-                choice.delay_ms,
-                choice.basis.as_str()
-            ));
-        }
+        (Some(choice), _) => parts.push(format!(
+            "hedge-delay;dur={:.1};desc=\"{}\"",
+            choice.delay_ms,
+            choice.basis.as_str()
+        )),
         (None, Some(reason)) => parts.push(format!("hedge-skip;desc=\"{reason}\"")),
         (None, None) => {}
     }
@@ -167,56 +188,32 @@ fn server_timing(params: &Params, plan: &RacePlan, report: &RaceReport, timing: 
     parts.join(", ")
 }
 
-/// The winner's response with our headers added. Fetched responses have
-/// immutable headers, so the headers are copied into a new set.
+/// The origin's response, body streaming, with our headers added. A fetched
+/// response's headers are immutable, so it is re-wrapped: the runtime copies
+/// status and headers natively and the body stream passes through untouched.
 fn decorate(
-    response: Response,
+    response: &web_sys::Response,
     x_hedge: &str,
     server_timing: &str,
     request_id: &str,
-) -> worker::Result<Response> {
-    let origin_headers: Vec<(String, String)> = response.headers().entries().collect();
-    let headers = Headers::new();
-    for (name, value) in forwarded_response_headers(&origin_headers) {
-        headers.append(&name, &value)?;
+) -> worker::Result<web_sys::Response> {
+    let init = web_sys::ResponseInit::new();
+    init.set_status(response.status());
+    init.set_status_text(&response.status_text());
+    init.set_headers_headers(&response.headers());
+    let out =
+        web_sys::Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)?;
+    let headers = out.headers();
+    for name in HOP_BY_HOP {
+        headers.delete(name)?;
+    }
+    for name in connection_tokens(response.headers().get("connection")?.as_deref()) {
+        headers.delete(&name)?;
     }
     headers.set(HEDGE_HEADER, x_hedge)?;
     headers.append("server-timing", server_timing)?;
     headers.set(REQUEST_ID_HEADER, request_id)?;
-    Ok(response.with_headers(headers))
-}
-
-#[allow(clippy::too_many_arguments)]
-fn error_response(
-    status: u16,
-    error: &'static str,
-    message: String,
-    params: &Params,
-    primary: &LegReport,
-    hedge: Option<&LegReport>,
-    request_id: &str,
-    now_ms: f64,
-    server_timing: &str,
-) -> worker::Result<Response> {
-    let mut legs = vec![leg_json(params, Leg::Primary, primary, now_ms)];
-    if let Some(h) = hedge {
-        legs.push(leg_json(params, Leg::Hedge, h, now_ms));
-    }
-    let body = ErrorJson {
-        error,
-        message,
-        request_id,
-        legs,
-    };
-    let response = Response::from_json(&body)?.with_status(status);
-    let headers = response.headers();
-    headers.set(
-        HEDGE_HEADER,
-        if hedge.is_some() { "failed" } else { "none" },
-    )?;
-    headers.set("server-timing", server_timing)?;
-    headers.set(REQUEST_ID_HEADER, request_id)?;
-    Ok(response)
+    Ok(out)
 }
 
 fn leg_json<'a>(params: &'a Params, leg: Leg, report: &'a LegReport, now_ms: f64) -> LegJson<'a> {

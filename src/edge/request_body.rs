@@ -8,7 +8,7 @@
 use futures::stream::{self, StreamExt};
 use worker::js_sys::Uint8Array;
 use worker::wasm_bindgen::JsValue;
-use worker::{web_sys, Request};
+use worker::{web_sys, ByteStream};
 
 /// What reading the body found.
 #[derive(Debug)]
@@ -20,11 +20,11 @@ pub(crate) enum BodyRead {
 }
 
 /// Reads `req`'s body, holding at most `cap` bytes.
-pub(crate) async fn read_up_to(req: &mut Request, cap: u64) -> worker::Result<BodyRead> {
-    if req.inner().body().is_none() {
+pub(crate) async fn read_up_to(req: &web_sys::Request, cap: u64) -> worker::Result<BodyRead> {
+    let Some(raw) = req.body() else {
         return Ok(BodyRead::Held(Vec::new()));
-    }
-    let mut body = req.stream()?;
+    };
+    let mut body = ByteStream::from(raw);
     let mut held = Vec::new();
     while let Some(chunk) = body.next().await {
         held.extend_from_slice(&chunk?);
