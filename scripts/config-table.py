@@ -10,7 +10,7 @@ root = pathlib.Path(__file__).resolve().parent.parent
 src = (root / "src/config.rs").read_text()
 start = src.index("pub const KEYS")
 block = src[start : src.index("\n];", start)]
-rows = re.findall(r'\(\s*"([A-Z_]+)",\s*"((?:[^"\\]|\\.)*)",\s*"((?:[^"\\]|\\.)*)",?\s*\)', block)
+rows = re.findall(r'\(\s*"([A-Z0-9_]+)",\s*"((?:[^"\\]|\\.)*)",\s*"((?:[^"\\]|\\.)*)",?\s*\)', block)
 clean = lambda t: t.replace("\\", "").replace("|", "/")
 table = "| key | default | meaning |\n|---|---|---|\n" + "\n".join(
     f"| `{k}` | {clean(d)} | {clean(m)} |" for k, d, m in rows

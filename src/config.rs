@@ -13,6 +13,7 @@ use crate::budget::BudgetParams;
 use crate::delay_policy::{DelayParams, HedgeMode};
 use crate::eligibility::EligibilityParams;
 use crate::estimator::EstimatorParams;
+use crate::health::HealthParams;
 use crate::route_key::RouteKeyParams;
 use crate::window::WindowParams;
 
@@ -41,6 +42,14 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("HEDGE_WINDOW_SECS", "60", "latency window length"),
     ("HEDGE_SUB_WINDOWS", "6", "rotating sub-windows per window"),
     ("HEDGE_TIMEOUT_MS", "30000", "longest wait for an origin's response headers before 504"),
+    ("HEDGE_SAME_ORIGIN_HEDGE", "true", "with no healthy peer, hedge to the primary itself on a new request (false: do not hedge)"),
+    ("HEDGE_HEALTH_CONSECUTIVE_FAILURES", "5", "failures in a row (connection error, timeout, 5xx) that mark an origin degraded"),
+    ("HEDGE_HEALTH_FAILURE_RATE", "0.5", "failure rate over the window that marks an origin degraded"),
+    ("HEDGE_HEALTH_MIN_REQUESTS", "20", "requests in the window before failure and 5xx rates count"),
+    ("HEDGE_HEALTH_COOLDOWN_MS", "10000", "time before a degraded origin gets one trial request"),
+    ("HEDGE_5XX_REDUCE_RATE", "0.02", "5xx rate above which hedges to and from an origin drop to HEDGE_5XX_REDUCED_BUDGET_PERCENT"),
+    ("HEDGE_5XX_REDUCED_BUDGET_PERCENT", "5", "the hedge budget of an origin past HEDGE_5XX_REDUCE_RATE"),
+    ("HEDGE_5XX_STOP_RATE", "0.2", "5xx rate above which hedging to and from an origin stops"),
 ];
 
 /// One configured origin.
@@ -73,6 +82,10 @@ pub struct Params {
     pub estimator: EstimatorParams,
     /// Longest wait for response headers from the origins, in milliseconds.
     pub timeout_ms: f64,
+    /// Origin health and the 5xx-adaptive budget.
+    pub health: HealthParams,
+    /// With no healthy peer, hedge to the primary itself on a new request.
+    pub same_origin_hedge: bool,
 }
 
 /// One problem with one key.
@@ -147,6 +160,18 @@ impl<'a> Reader<'a> {
                     key,
                     format!("expected a whole number from {min} to {max}, got {raw:?}"),
                 );
+                default
+            }
+        }
+    }
+
+    fn boolean(&mut self, key: &str, default: bool) -> bool {
+        match self.raw(key).map(|v| v.to_ascii_lowercase()).as_deref() {
+            None => default,
+            Some("true") => true,
+            Some("false") => false,
+            Some(other) => {
+                self.fail(key, format!("expected true or false, got {other:?}"));
                 default
             }
         }
@@ -383,6 +408,54 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
         max_route_keys: r.integer("HEDGE_MAX_ROUTE_KEYS", 64, 1, 10_000) as usize,
     };
     let timeout_ms = r.number("HEDGE_TIMEOUT_MS", 30_000.0, 1.0, 600_000.0);
+    let defaults = HealthParams::default();
+    let health = HealthParams {
+        window: estimator.window,
+        consecutive_failures: r.integer("HEDGE_HEALTH_CONSECUTIVE_FAILURES", 5, 1, 1_000) as u32,
+        failure_rate: r.number(
+            "HEDGE_HEALTH_FAILURE_RATE",
+            defaults.failure_rate,
+            0.01,
+            1.0,
+        ),
+        min_requests: r.integer(
+            "HEDGE_HEALTH_MIN_REQUESTS",
+            defaults.min_requests,
+            1,
+            1_000_000,
+        ),
+        cooldown_ms: r.number(
+            "HEDGE_HEALTH_COOLDOWN_MS",
+            defaults.cooldown_ms,
+            0.0,
+            3_600_000.0,
+        ),
+        reduce_above_5xx_rate: r.number(
+            "HEDGE_5XX_REDUCE_RATE",
+            defaults.reduce_above_5xx_rate,
+            0.0,
+            1.0,
+        ),
+        reduced_budget_percent: r.number(
+            "HEDGE_5XX_REDUCED_BUDGET_PERCENT",
+            defaults.reduced_budget_percent,
+            0.0,
+            100.0,
+        ),
+        stop_above_5xx_rate: r.number(
+            "HEDGE_5XX_STOP_RATE",
+            defaults.stop_above_5xx_rate,
+            0.0,
+            1.0,
+        ),
+    };
+    if health.stop_above_5xx_rate < health.reduce_above_5xx_rate {
+        r.fail(
+            "HEDGE_5XX_STOP_RATE",
+            "must not be below HEDGE_5XX_REDUCE_RATE",
+        );
+    }
+    let same_origin_hedge = r.boolean("HEDGE_SAME_ORIGIN_HEDGE", true);
     if r.errors.is_empty() {
         Ok(Params {
             origins,
@@ -393,6 +466,8 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
             route_keys,
             estimator,
             timeout_ms,
+            health,
+            same_origin_hedge,
         })
     } else {
         Err(r.errors)

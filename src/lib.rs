@@ -7,7 +7,8 @@
 //!
 //! The decision logic is plain Rust with time passed in, unit-tested natively:
 //! [`config`], [`sketch`], [`window`], [`estimator`], [`route_key`],
-//! [`delay_policy`], [`budget`], [`eligibility`], [`race`], [`outbound`].
+//! [`delay_policy`], [`budget`], [`health`], [`origin_pool`], [`hedge_gate`],
+//! [`eligibility`], [`race`], [`outbound`].
 //! [`edge`] is the thin Worker layer that wires them to `fetch`.
 
 #![forbid(unsafe_code)]
@@ -19,6 +20,9 @@ pub mod delay_policy;
 pub mod edge;
 pub mod eligibility;
 pub mod estimator;
+pub mod health;
+pub mod hedge_gate;
+pub mod origin_pool;
 pub mod outbound;
 pub mod race;
 pub mod route_key;

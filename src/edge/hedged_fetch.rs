@@ -14,6 +14,8 @@ use super::isolate;
 use super::leg::{self, OutboundRequest};
 use crate::config::Params;
 use crate::delay_policy::DelayChoice;
+use crate::health::Outcome;
+use crate::hedge_gate::HedgeDenied;
 use crate::outbound::upstream_url;
 use crate::race::{classify_status, Leg, LegOutcome, Race, Step};
 use crate::sketch::Sample;
@@ -23,8 +25,6 @@ use crate::sketch::Sample;
 pub(crate) struct RacePlan {
     /// Index of the primary origin.
     pub(crate) primary: usize,
-    /// Index of the hedge target (may equal `primary`: a new request to the same origin).
-    pub(crate) hedge: usize,
     /// Route key latency is recorded under.
     pub(crate) route: String,
     /// The hedge delay, or `None` when this request is never hedged.
@@ -78,8 +78,8 @@ pub(crate) enum RaceEnd {
 pub(crate) struct RaceReport {
     pub(crate) end: RaceEnd,
     pub(crate) hedge_sent: bool,
-    /// Set when a hedge was wanted but the budget refused it.
-    pub(crate) hedge_denied: bool,
+    /// Set when a hedge was wanted but refused, with the reason.
+    pub(crate) hedge_denied: Option<HedgeDenied>,
     pub(crate) primary: LegReport,
     pub(crate) hedge: LegReport,
 }
@@ -104,11 +104,6 @@ pub(crate) async fn run(
         &plan.path,
         plan.query.as_deref(),
     );
-    let hedge_url = upstream_url(
-        &params.origins[plan.hedge].base_url,
-        &plan.path,
-        plan.query.as_deref(),
-    );
 
     // One controller per leg, so aborting the loser leaves the winner alone.
     // The hedge's is made only when a hedge goes out.
@@ -120,13 +115,13 @@ pub(crate) async fn run(
     let mut report = RaceReport {
         end: RaceEnd::TimedOut,
         hedge_sent: false,
-        hedge_denied: false,
+        hedge_denied: None,
         primary: LegReport {
             origin: plan.primary,
             ..LegReport::default()
         },
         hedge: LegReport {
-            origin: plan.hedge,
+            origin: plan.primary,
             ..LegReport::default()
         },
     };
@@ -170,6 +165,14 @@ pub(crate) async fn run(
                         LegOutcome::RetriableFailure
                     }
                 };
+                let health = match &result {
+                    Ok(r) if leg == Leg::Hedge && r.status() == 503 => Outcome::Shed,
+                    Ok(r) if r.status() >= 500 => Outcome::ServerError,
+                    Ok(_) => Outcome::Success,
+                    Err(_) => Outcome::Unreachable,
+                };
+                let origin = leg_report.origin;
+                isolate::with_ready(|ready| ready.gate.record(origin, health, now));
                 responses[leg_index(leg)] = result.ok();
                 race.leg_finished(leg, outcome)
             }
@@ -179,6 +182,10 @@ pub(crate) async fn run(
                     if race.is_pending(leg) {
                         record(plan, &report, leg, now, true);
                         report.leg_mut(leg).aborted = true;
+                        let origin = report.leg(leg).origin;
+                        isolate::with_ready(|ready| {
+                            ready.gate.record(origin, Outcome::Unreachable, now)
+                        });
                     }
                 }
                 abort(&mut primary_ctl);
@@ -191,20 +198,33 @@ pub(crate) async fn run(
             abort(&mut primary_ctl);
             record(plan, &report, Leg::Primary, now, true);
             report.primary.aborted = true;
+            // For a timeout-and-retry client, the timeout is the primary's failure.
+            isolate::with_ready(|ready| ready.gate.record(plan.primary, Outcome::Unreachable, now));
             step = Step::StartHedge;
         }
         if step == Step::StartHedge {
-            let paid = plan.retry
-                || isolate::with_ready(|ready| ready.budget.try_withdraw(now)).unwrap_or(false);
-            let started = if paid {
-                web_sys::AbortController::new().ok().and_then(|controller| {
-                    let fetch =
-                        leg::send(&hedge_url, outbound, Leg::Hedge, &controller.signal()).ok()?;
-                    hedge_ctl = Some(controller);
-                    Some(fetch)
-                })
-            } else {
-                None
+            let permit =
+                isolate::with_ready(|ready| ready.gate.permit(plan.primary, now, !plan.retry))
+                    .unwrap_or(Err(HedgeDenied::NoTarget));
+            let started = match permit {
+                Ok(target) => {
+                    let url = upstream_url(
+                        &params.origins[target].base_url,
+                        &plan.path,
+                        plan.query.as_deref(),
+                    );
+                    report.hedge.origin = target;
+                    web_sys::AbortController::new().ok().and_then(|controller| {
+                        let fetch =
+                            leg::send(&url, outbound, Leg::Hedge, &controller.signal()).ok()?;
+                        hedge_ctl = Some(controller);
+                        Some(fetch)
+                    })
+                }
+                Err(reason) => {
+                    report.hedge_denied = Some(reason);
+                    None
+                }
             };
             step = match started {
                 Some(fetch) => {
@@ -214,10 +234,7 @@ pub(crate) async fn run(
                     race.hedge_started();
                     Step::Wait
                 }
-                None => {
-                    report.hedge_denied = !paid;
-                    race.hedge_declined()
-                }
+                None => race.hedge_declined(),
             };
         }
         match step {
@@ -229,6 +246,8 @@ pub(crate) async fn run(
                     abort(controller(loser, &mut primary_ctl, &mut hedge_ctl));
                     record(plan, &report, loser, now, true);
                     report.leg_mut(loser).aborted = true;
+                    let origin = report.leg(loser).origin;
+                    isolate::with_ready(|ready| ready.gate.abandoned(origin, now));
                 } else {
                     // A failed loser's body is not needed either.
                     abort(controller(loser, &mut primary_ctl, &mut hedge_ctl));

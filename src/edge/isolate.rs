@@ -1,4 +1,5 @@
-//! Per-isolate state: the parsed configuration, the latency estimator and the budget.
+//! Per-isolate state: the parsed configuration, the latency estimator, and the
+//! hedge gate (budget and origin health).
 //!
 //! An isolate handles one request at a time between awaits, so a
 //! `thread_local` `RefCell` is enough; borrows never span an await.
@@ -11,21 +12,22 @@ use worker::js_sys::{self, JsString, Object, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::Env;
 
-use crate::budget::HedgeBudget;
 use crate::config::{self, ConfigError, Params};
 use crate::estimator::LatencyEstimator;
+use crate::hedge_gate::HedgeGate;
 
 /// Mutable per-isolate state, available once the configuration is valid.
 #[derive(Debug)]
 pub(crate) struct Ready {
     pub(crate) params: Rc<Params>,
     pub(crate) estimator: LatencyEstimator,
-    pub(crate) budget: HedgeBudget,
+    pub(crate) gate: HedgeGate,
 }
 
 #[derive(Debug)]
 enum Isolate {
-    Ready(Ready),
+    // Boxed: `Ready` is large and the enum lives once per isolate anyway.
+    Ready(Box<Ready>),
     Invalid(Rc<Vec<ConfigError>>),
 }
 
@@ -38,11 +40,11 @@ pub(crate) fn params(env: &Env, now_ms: f64) -> Result<Rc<Params>, Rc<Vec<Config
     ISOLATE.with(|cell| {
         let mut slot = cell.borrow_mut();
         let isolate = slot.get_or_insert_with(|| match config::parse(&read_vars(env)) {
-            Ok(params) => Isolate::Ready(Ready {
+            Ok(params) => Isolate::Ready(Box::new(Ready {
                 estimator: LatencyEstimator::new(params.estimator),
-                budget: HedgeBudget::new(params.budget, now_ms),
+                gate: HedgeGate::new(&params, now_ms),
                 params: Rc::new(params),
-            }),
+            })),
             Err(errors) => Isolate::Invalid(Rc::new(errors)),
         });
         match isolate {

@@ -76,9 +76,7 @@ async fn fetch(
     };
     let mut decision = eligibility(&facts, &params.eligibility);
     let route = route_key(path, &params.route_keys);
-    let primary = 0;
-    // Without a second origin the hedge is a new request to the same one.
-    let hedge = if params.origins.len() > 1 { 1 } else { 0 };
+    let primary = isolate::with_ready(|ready| ready.gate.choose_primary(start_ms)).unwrap_or(0);
 
     // A body held for the hedge; one that outgrows the cap goes once, streamed.
     let body = match decision {
@@ -112,7 +110,7 @@ async fn fetch(
                 };
                 let choice = choose_delay(params.mode, &params.delay, &estimates);
                 if choice.is_some() {
-                    ready.budget.deposit(start_ms);
+                    ready.gate.deposit(start_ms);
                 }
                 choice
             })
@@ -128,7 +126,6 @@ async fn fetch(
     };
     let plan = RacePlan {
         primary,
-        hedge,
         route,
         delay,
         retry: matches!(params.mode, HedgeMode::Retry { .. }),

@@ -181,8 +181,8 @@ fn server_timing(params: &Params, plan: &RacePlan, report: &RaceReport, timing: 
         (None, Some(reason)) => parts.push(format!("hedge-skip;desc=\"{reason}\"")),
         (None, None) => {}
     }
-    if report.hedge_denied {
-        parts.push("hedge-skip;desc=\"budget\"".to_string());
+    if let Some(reason) = report.hedge_denied {
+        parts.push(format!("hedge-skip;desc=\"{}\"", reason.as_str()));
     }
     parts.push(format!("total;dur={:.1}", timing.now_ms - timing.start_ms));
     parts.join(", ")

@@ -1,0 +1,341 @@
+//! Passive origin health, from the Worker's own results.
+//!
+//! An origin is marked *degraded* after `consecutive_failures` failures in a
+//! row, or when at least `min_requests` requests in the window failed at a rate
+//! of `failure_rate` or more (connection errors, timeouts and 5xx all count).
+//! A degraded origin gets no hedges and is not chosen as primary while a
+//! healthy one exists. After `cooldown_ms` it lets one trial request through;
+//! a success restores it, a failure restarts the cool-down.
+//!
+//! The same window also drives the 5xx-adaptive budget: above
+//! `reduce_above_5xx_rate` the origin's hedges are limited to
+//! `reduced_budget_percent`, above `stop_above_5xx_rate` hedging to and from
+//! it stops; as the rate falls (the window slides), the budget comes back.
+
+use crate::window::WindowParams;
+
+/// Settings for [`OriginHealth`]. Defaults: see [`HealthParams::default`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HealthParams {
+    /// The sliding window failure rates are measured over.
+    pub window: WindowParams,
+    /// Failures in a row that mark an origin degraded (default 5).
+    pub consecutive_failures: u32,
+    /// Failure rate over the window that marks it degraded (default 0.5).
+    pub failure_rate: f64,
+    /// Requests in the window before the rate is trusted (default 20).
+    pub min_requests: u64,
+    /// Time a degraded origin waits before a trial request (default 10 s).
+    pub cooldown_ms: f64,
+    /// 5xx rate above which the hedge budget is reduced (default 0.02).
+    pub reduce_above_5xx_rate: f64,
+    /// The reduced hedge budget, in percent (default 5).
+    pub reduced_budget_percent: f64,
+    /// 5xx rate above which hedging to and from the origin stops (default 0.2).
+    pub stop_above_5xx_rate: f64,
+}
+
+impl Default for HealthParams {
+    /// 60 s window in 6 slots; degraded after 5 failures in a row or a 50%
+    /// failure rate over at least 20 requests; 10 s cool-down; budget cut to
+    /// 5% above 2% 5xx and stopped above 20%.
+    fn default() -> Self {
+        Self {
+            window: WindowParams {
+                window_ms: 60_000.0,
+                sub_windows: 6,
+            },
+            consecutive_failures: 5,
+            failure_rate: 0.5,
+            min_requests: 20,
+            cooldown_ms: 10_000.0,
+            reduce_above_5xx_rate: 0.02,
+            reduced_budget_percent: 5.0,
+            stop_above_5xx_rate: 0.2,
+        }
+    }
+}
+
+/// What one request to an origin came to, for health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// An answer that is not a 5xx.
+    Success,
+    /// A 5xx answer.
+    ServerError,
+    /// No answer: connection error or timeout.
+    Unreachable,
+    /// A 503 to a hedge: the origin declining optional work. It counts
+    /// toward the 5xx rate (the origin is busy) but is not a failure that
+    /// degrades the origin.
+    Shed,
+}
+
+/// How much hedging an origin's error rate allows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BudgetLevel {
+    /// The configured budget.
+    Full,
+    /// At most this percentage of requests.
+    Reduced(f64),
+    /// No hedges to or from this origin.
+    Stopped,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    requests: u64,
+    failures: u64,
+    server_errors: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    Healthy,
+    Degraded {
+        since_ms: f64,
+    },
+    /// Degraded, cool-down over, one trial request in flight.
+    Trial,
+}
+
+/// Health of one origin.
+#[derive(Debug, Clone)]
+pub struct OriginHealth {
+    params: HealthParams,
+    slots: Vec<Counts>,
+    current_epoch: i64,
+    consecutive_failures: u32,
+    state: State,
+}
+
+// === impl OriginHealth ===
+
+impl OriginHealth {
+    /// A healthy origin with no history.
+    pub fn new(params: HealthParams, now_ms: f64) -> Self {
+        Self {
+            params,
+            slots: vec![Counts::default(); params.window.sub_windows.max(1)],
+            current_epoch: epoch(now_ms, &params),
+            consecutive_failures: 0,
+            state: State::Healthy,
+        }
+    }
+
+    /// Records the outcome of a request that reached an answer or failed.
+    pub fn record(&mut self, outcome: Outcome, now_ms: f64) {
+        self.rotate(now_ms);
+        let slot = self.slot();
+        let c = &mut self.slots[slot];
+        c.requests += 1;
+        match outcome {
+            Outcome::Shed => c.server_errors += 1,
+            Outcome::Success => {
+                self.consecutive_failures = 0;
+                if self.state != State::Healthy {
+                    // A trial (or any request) succeeded: back in service.
+                    self.state = State::Healthy;
+                }
+            }
+            Outcome::ServerError | Outcome::Unreachable => {
+                c.failures += 1;
+                if outcome == Outcome::ServerError {
+                    c.server_errors += 1;
+                }
+                self.consecutive_failures += 1;
+                match self.state {
+                    State::Trial => self.state = State::Degraded { since_ms: now_ms },
+                    State::Degraded { .. } => {}
+                    State::Healthy => {
+                        if self.should_degrade() {
+                            self.state = State::Degraded { since_ms: now_ms };
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the origin may take a request now. A degraded origin past its
+    /// cool-down admits exactly one trial: this call claims it.
+    pub fn admit(&mut self, now_ms: f64) -> bool {
+        match self.state {
+            State::Healthy => true,
+            State::Trial => false,
+            State::Degraded { since_ms } => {
+                if now_ms - since_ms >= self.params.cooldown_ms {
+                    self.state = State::Trial;
+                    true
+                } else {
+                    false
+                }
+            }
+        }
+    }
+
+    /// The trial request was abandoned (aborted) before it answered: it
+    /// proved nothing, so the next request may try again at once.
+    pub fn abandon_trial(&mut self, now_ms: f64) {
+        if self.state == State::Trial {
+            self.state = State::Degraded {
+                since_ms: now_ms - self.params.cooldown_ms,
+            };
+        }
+    }
+
+    /// Whether the origin is healthy (not degraded, not on trial).
+    pub fn is_healthy(&self) -> bool {
+        self.state == State::Healthy
+    }
+
+    /// The hedge budget this origin's 5xx rate allows.
+    pub fn budget_level(&mut self, now_ms: f64) -> BudgetLevel {
+        self.rotate(now_ms);
+        let totals = self.totals();
+        if totals.requests < self.params.min_requests {
+            return BudgetLevel::Full;
+        }
+        let rate = totals.server_errors as f64 / totals.requests as f64;
+        if rate > self.params.stop_above_5xx_rate {
+            BudgetLevel::Stopped
+        } else if rate > self.params.reduce_above_5xx_rate {
+            BudgetLevel::Reduced(self.params.reduced_budget_percent)
+        } else {
+            BudgetLevel::Full
+        }
+    }
+
+    fn should_degrade(&self) -> bool {
+        if self.consecutive_failures >= self.params.consecutive_failures {
+            return true;
+        }
+        let totals = self.totals();
+        totals.requests >= self.params.min_requests
+            && totals.failures as f64 / totals.requests as f64 >= self.params.failure_rate
+    }
+
+    fn totals(&self) -> Counts {
+        self.slots.iter().fold(Counts::default(), |acc, c| Counts {
+            requests: acc.requests + c.requests,
+            failures: acc.failures + c.failures,
+            server_errors: acc.server_errors + c.server_errors,
+        })
+    }
+
+    fn rotate(&mut self, now_ms: f64) {
+        let now_epoch = epoch(now_ms, &self.params);
+        if now_epoch <= self.current_epoch {
+            return;
+        }
+        let expired = (now_epoch - self.current_epoch).min(self.slots.len() as i64);
+        for step in 1..=expired {
+            let i = (self.current_epoch + step).rem_euclid(self.slots.len() as i64) as usize;
+            self.slots[i] = Counts::default();
+        }
+        self.current_epoch = now_epoch;
+    }
+
+    fn slot(&self) -> usize {
+        self.current_epoch.rem_euclid(self.slots.len() as i64) as usize
+    }
+}
+
+fn epoch(now_ms: f64, params: &HealthParams) -> i64 {
+    let slot_ms = params.window.window_ms / params.window.sub_windows.max(1) as f64;
+    if !now_ms.is_finite() || slot_ms <= 0.0 {
+        return 0;
+    }
+    (now_ms / slot_ms).floor() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn health() -> OriginHealth {
+        OriginHealth::new(HealthParams::default(), 0.0)
+    }
+
+    fn record_n(h: &mut OriginHealth, n: usize, outcome: Outcome, now_ms: f64) {
+        for _ in 0..n {
+            h.record(outcome, now_ms);
+        }
+    }
+
+    #[test]
+    fn consecutive_failures_degrade_and_a_success_resets_the_count() {
+        let mut h = health();
+        record_n(&mut h, 4, Outcome::Unreachable, 1.0);
+        h.record(Outcome::Success, 1.0);
+        record_n(&mut h, 4, Outcome::Unreachable, 1.0);
+        assert!(h.is_healthy());
+        h.record(Outcome::ServerError, 1.0);
+        assert!(!h.is_healthy());
+        assert!(!h.admit(2.0));
+    }
+
+    #[test]
+    fn a_high_failure_rate_degrades_without_a_streak() {
+        let mut h = health();
+        for _ in 0..20 {
+            h.record(Outcome::Success, 1.0);
+            h.record(Outcome::ServerError, 1.0);
+        }
+        assert!(!h.is_healthy());
+    }
+
+    #[test]
+    fn recovery_takes_a_cool_down_and_one_successful_trial() {
+        let mut h = health();
+        record_n(&mut h, 5, Outcome::Unreachable, 0.0);
+        assert!(!h.admit(9_999.0));
+        assert!(
+            h.admit(10_000.0),
+            "the trial is admitted after the cool-down"
+        );
+        assert!(!h.admit(10_001.0), "only one trial at a time");
+        h.record(Outcome::Success, 10_050.0);
+        assert!(h.is_healthy());
+        assert!(h.admit(10_051.0));
+    }
+
+    #[test]
+    fn a_failed_trial_restarts_the_cool_down() {
+        let mut h = health();
+        record_n(&mut h, 5, Outcome::Unreachable, 0.0);
+        assert!(h.admit(10_000.0));
+        h.record(Outcome::Unreachable, 10_100.0);
+        assert!(!h.admit(19_000.0));
+        assert!(h.admit(20_100.0));
+    }
+
+    #[test]
+    fn budget_shrinks_with_the_5xx_rate_and_comes_back() {
+        let mut h = health();
+        record_n(&mut h, 97, Outcome::Success, 0.0);
+        record_n(&mut h, 3, Outcome::ServerError, 0.0);
+        assert_eq!(h.budget_level(1.0), BudgetLevel::Reduced(5.0));
+        record_n(&mut h, 30, Outcome::ServerError, 0.0);
+        assert_eq!(h.budget_level(1.0), BudgetLevel::Stopped);
+        // A minute later the window has slid past the errors.
+        record_n(&mut h, 50, Outcome::Success, 61_000.0);
+        assert_eq!(h.budget_level(61_000.0), BudgetLevel::Full);
+    }
+
+    #[test]
+    fn shed_hedges_count_toward_the_5xx_rate_but_do_not_degrade() {
+        let mut h = health();
+        record_n(&mut h, 90, Outcome::Success, 0.0);
+        record_n(&mut h, 10, Outcome::Shed, 0.0);
+        assert!(h.is_healthy());
+        assert_eq!(h.budget_level(1.0), BudgetLevel::Reduced(5.0));
+    }
+
+    #[test]
+    fn too_few_requests_never_cut_the_budget() {
+        let mut h = health();
+        record_n(&mut h, 3, Outcome::ServerError, 0.0);
+        assert_eq!(h.budget_level(1.0), BudgetLevel::Full);
+    }
+}

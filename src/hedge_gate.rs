@@ -1,0 +1,293 @@
+//! Decides whether a hedge may go out now, and where: the budget, origin
+//! health and the 5xx-adaptive limits together, per isolate.
+//!
+//! A hedge needs: the primary's 5xx rate not past the stop level; a target
+//! that admits it (healthy, or on its one recovery trial; not past the stop
+//! level; with a token in its reduced bucket when its 5xx rate is past the
+//! reduce level); and a token in the global bucket. Reduced buckets run all
+//! the time, so one is ready the moment an origin's error rate crosses the
+//! line and the cut takes effect at once.
+
+use crate::budget::{BudgetParams, HedgeBudget};
+use crate::config::Params;
+use crate::health::{BudgetLevel, OriginHealth, Outcome};
+use crate::origin_pool::{choose_hedge, choose_primary, HedgeTarget};
+
+/// Why a hedge was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HedgeDenied {
+    /// The global budget has no token.
+    Budget,
+    /// The primary's 5xx rate is past the stop level.
+    PrimaryErroring,
+    /// No origin may take the hedge (and same-origin hedges are off).
+    NoTarget,
+}
+
+impl HedgeDenied {
+    /// A short name for headers and logs.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            HedgeDenied::Budget => "budget",
+            HedgeDenied::PrimaryErroring => "primary-erroring",
+            HedgeDenied::NoTarget => "no-target",
+        }
+    }
+}
+
+/// Per-isolate hedge admission state.
+#[derive(Debug)]
+pub struct HedgeGate {
+    budget: HedgeBudget,
+    reduced: Vec<HedgeBudget>,
+    health: Vec<OriginHealth>,
+    zones: Vec<Option<String>>,
+    same_origin_hedge: bool,
+}
+
+// === impl HedgeGate ===
+
+impl HedgeGate {
+    /// A gate for `params`' origins, everything healthy and every bucket full.
+    pub fn new(params: &Params, now_ms: f64) -> Self {
+        let reduced_params = BudgetParams {
+            percent: params.health.reduced_budget_percent,
+            ..params.budget
+        };
+        Self {
+            budget: HedgeBudget::new(params.budget, now_ms),
+            reduced: params
+                .origins
+                .iter()
+                .map(|_| HedgeBudget::new(reduced_params, now_ms))
+                .collect(),
+            health: params
+                .origins
+                .iter()
+                .map(|_| OriginHealth::new(params.health, now_ms))
+                .collect(),
+            zones: params.origins.iter().map(|o| o.zone.clone()).collect(),
+            same_origin_hedge: params.same_origin_hedge,
+        }
+    }
+
+    /// The primary for a new request: the first origin that admits it.
+    pub fn choose_primary(&mut self, now_ms: f64) -> usize {
+        let health = &mut self.health;
+        choose_primary(health.len(), |i| health[i].admit(now_ms))
+    }
+
+    /// A hedge-eligible request arrived: fund the global bucket and every
+    /// origin's reduced one (each caps hedges to or from its origin at the
+    /// reduced share of all eligible traffic).
+    pub fn deposit(&mut self, now_ms: f64) {
+        self.budget.deposit(now_ms);
+        for bucket in &mut self.reduced {
+            bucket.deposit(now_ms);
+        }
+    }
+
+    /// Asks to hedge a request whose primary is `primary`. On success the
+    /// tokens are spent and the target origin's index returned.
+    /// `charge_budget` is false for the retry mode, which has no budget.
+    pub fn permit(
+        &mut self,
+        primary: usize,
+        now_ms: f64,
+        charge_budget: bool,
+    ) -> Result<usize, HedgeDenied> {
+        let primary_level = self.level(primary, now_ms);
+        if charge_budget && primary_level == BudgetLevel::Stopped {
+            return Err(HedgeDenied::PrimaryErroring);
+        }
+        if charge_budget
+            && matches!(primary_level, BudgetLevel::Reduced(_))
+            && self.reduced[primary].tokens(now_ms) < 1.0
+        {
+            return Err(HedgeDenied::Budget);
+        }
+        if charge_budget && self.budget.tokens(now_ms) < 1.0 {
+            return Err(HedgeDenied::Budget);
+        }
+        let zones: Vec<Option<&str>> = self.zones.iter().map(|z| z.as_deref()).collect();
+        let target = choose_hedge(primary, &zones, self.same_origin_hedge, |i| {
+            let room = match self.health[i].budget_level(now_ms) {
+                BudgetLevel::Stopped => false,
+                BudgetLevel::Reduced(_) => !charge_budget || self.reduced[i].tokens(now_ms) >= 1.0,
+                BudgetLevel::Full => true,
+            };
+            // Admission last: it may claim the origin's recovery trial.
+            room && self.health[i].admit(now_ms)
+        })
+        .ok_or(HedgeDenied::NoTarget)?;
+        let origin = match target {
+            HedgeTarget::Peer(i) => i,
+            HedgeTarget::SameOrigin => primary,
+        };
+        if charge_budget {
+            let mut limited = vec![primary, origin];
+            limited.dedup();
+            for o in limited {
+                if matches!(self.level(o, now_ms), BudgetLevel::Reduced(_)) {
+                    self.reduced[o].try_withdraw(now_ms);
+                }
+            }
+            self.budget.try_withdraw(now_ms);
+        }
+        Ok(origin)
+    }
+
+    /// Records how a request to `origin` ended.
+    pub fn record(&mut self, origin: usize, outcome: Outcome, now_ms: f64) {
+        if let Some(h) = self.health.get_mut(origin) {
+            h.record(outcome, now_ms);
+        }
+    }
+
+    /// A request to `origin` was aborted before it answered: it says nothing
+    /// about the origin, but a recovery trial it carried must be freed.
+    pub fn abandoned(&mut self, origin: usize, now_ms: f64) {
+        if let Some(h) = self.health.get_mut(origin) {
+            h.abandon_trial(now_ms);
+        }
+    }
+
+    /// Whether `origin` is healthy (for stats and tests).
+    pub fn is_healthy(&self, origin: usize) -> bool {
+        self.health.get(origin).is_some_and(|h| h.is_healthy())
+    }
+
+    fn level(&mut self, origin: usize, now_ms: f64) -> BudgetLevel {
+        self.health
+            .get_mut(origin)
+            .map_or(BudgetLevel::Full, |h| h.budget_level(now_ms))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn params(extra: &[(&str, &str)]) -> Params {
+        let mut vars: BTreeMap<String, String> = BTreeMap::new();
+        vars.insert(
+            "HEDGE_ORIGINS".into(),
+            r#"[{"name":"a","url":"http://a","zone":"z1"},{"name":"b","url":"http://b","zone":"z1"},{"name":"c","url":"http://c","zone":"z2"}]"#.into(),
+        );
+        for (k, v) in extra {
+            vars.insert(k.to_string(), v.to_string());
+        }
+        crate::config::parse(&vars).expect("valid test config")
+    }
+
+    #[test]
+    fn hedges_go_to_the_other_zone() {
+        let mut gate = HedgeGate::new(&params(&[]), 0.0);
+        assert_eq!(gate.permit(0, 0.0, true), Ok(2));
+    }
+
+    #[test]
+    fn a_degraded_origin_gets_no_hedges_until_it_recovers() {
+        let mut gate = HedgeGate::new(&params(&[("HEDGE_HEALTH_COOLDOWN_MS", "1000")]), 0.0);
+        for _ in 0..5 {
+            gate.record(2, Outcome::Unreachable, 0.0);
+        }
+        assert!(!gate.is_healthy(2));
+        assert_eq!(
+            gate.permit(0, 10.0, true),
+            Ok(1),
+            "the same-zone peer instead"
+        );
+        // After the cool-down, one hedge is the trial; its success restores c.
+        assert_eq!(gate.permit(0, 1_000.0, true), Ok(2));
+        assert_eq!(gate.permit(0, 1_001.0, true), Ok(1), "one trial at a time");
+        gate.record(2, Outcome::Success, 1_050.0);
+        assert_eq!(gate.permit(0, 1_100.0, true), Ok(2));
+    }
+
+    #[test]
+    fn an_aborted_trial_frees_the_trial_slot() {
+        let mut gate = HedgeGate::new(&params(&[("HEDGE_HEALTH_COOLDOWN_MS", "1000")]), 0.0);
+        for _ in 0..5 {
+            gate.record(2, Outcome::Unreachable, 0.0);
+        }
+        assert_eq!(gate.permit(0, 1_000.0, true), Ok(2));
+        gate.abandoned(2, 1_020.0);
+        assert_eq!(gate.permit(0, 1_030.0, true), Ok(2));
+    }
+
+    #[test]
+    fn a_primary_past_the_stop_level_is_not_hedged() {
+        let mut gate = HedgeGate::new(&params(&[]), 0.0);
+        for i in 0..100 {
+            let outcome = if i % 4 == 0 {
+                Outcome::ServerError
+            } else {
+                Outcome::Success
+            };
+            gate.record(0, outcome, 0.0);
+        }
+        assert_eq!(gate.permit(0, 1.0, true), Err(HedgeDenied::PrimaryErroring));
+        // The retry mode has no budget and is not stopped by it.
+        assert!(gate.permit(0, 1.0, false).is_ok());
+    }
+
+    #[test]
+    fn a_5xx_burst_cuts_hedges_to_the_reduced_budget_and_they_recover() {
+        // Only one peer, so every hedge targets c.
+        let mut gate = HedgeGate::new(
+            &params(&[
+                (
+                    "HEDGE_ORIGINS",
+                    r#"[{"name":"a","url":"http://a"},{"name":"c","url":"http://c"}]"#,
+                ),
+                ("HEDGE_BUDGET_PERCENT", "50"),
+                ("HEDGE_BUDGET_MAX_TOKENS", "1"),
+                ("HEDGE_BUDGET_FLOOR_PER_SEC", "0"),
+                ("HEDGE_SAME_ORIGIN_HEDGE", "false"),
+            ]),
+            0.0,
+        );
+        let hedges_per_1000 = |gate: &mut HedgeGate, start: f64| {
+            let mut sent = 0;
+            for i in 0..1_000 {
+                let now = start + i as f64;
+                gate.deposit(now);
+                if gate.permit(0, now, true).is_ok() {
+                    sent += 1;
+                }
+            }
+            sent
+        };
+        assert!(hedges_per_1000(&mut gate, 0.0) >= 490);
+        // c answers 5% of its requests with 5xx: its hedges drop to 5%.
+        for i in 0..100 {
+            let outcome = if i % 20 == 0 {
+                Outcome::ServerError
+            } else {
+                Outcome::Success
+            };
+            gate.record(1, outcome, 2_000.0);
+        }
+        let reduced = hedges_per_1000(&mut gate, 2_000.0);
+        assert!((40..=60).contains(&reduced), "{reduced}");
+        // A minute on, the errors have left the window: the full budget again.
+        for _ in 0..100 {
+            gate.record(1, Outcome::Success, 63_000.0);
+        }
+        assert!(hedges_per_1000(&mut gate, 63_000.0) >= 490);
+    }
+
+    #[test]
+    fn no_healthy_peer_and_no_same_origin_hedging_means_no_hedge() {
+        let mut gate = HedgeGate::new(
+            &params(&[
+                ("HEDGE_ORIGINS", r#"[{"name":"a","url":"http://a"}]"#),
+                ("HEDGE_SAME_ORIGIN_HEDGE", "false"),
+            ]),
+            0.0,
+        );
+        assert_eq!(gate.permit(0, 0.0, true), Err(HedgeDenied::NoTarget));
+    }
+}

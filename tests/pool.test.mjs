@@ -1,0 +1,94 @@
+// Origin health and hedge target choice, end to end: the built Worker in
+// workerd in front of three loopback origins.
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { startOrigin } from "./support/origin.mjs";
+import { startWorker } from "./support/worker.mjs";
+
+const cleanups = [];
+after(async () => {
+  for (const c of cleanups.reverse()) await c();
+});
+async function origin(name, handle) {
+  const o = await startOrigin(name, handle);
+  cleanups.push(() => o.close());
+  return o;
+}
+async function worker(vars) {
+  const w = await startWorker(vars);
+  cleanups.push(() => w.dispose());
+  return w;
+}
+const hedgesAt = (o) => o.requests.filter((r) => r.headers["x-hedge-attempt"] === "true").length;
+
+test("hedges prefer an origin in another zone", async () => {
+  const a = await origin("a", () => ({ delayMs: 400, body: "from-a" }));
+  const sameZone = await origin("same-zone", () => ({ body: "from-same-zone" }));
+  const otherZone = await origin("other-zone", () => ({ body: "from-other-zone" }));
+  const w = await worker({
+    HEDGE_ORIGINS: [
+      { name: "a", url: a.url, zone: "eu" },
+      { name: "same-zone", url: sameZone.url, zone: "eu" },
+      { name: "other-zone", url: otherZone.url, zone: "us" },
+    ],
+    HEDGE_COLD_DELAY_MS: "20",
+  });
+  for (let i = 0; i < 4; i++) {
+    const res = await w.fetch(`/z/${i}`);
+    assert.equal(await res.text(), "from-other-zone");
+  }
+  assert.equal(hedgesAt(otherZone), 4);
+  assert.equal(sameZone.requests.length, 0);
+});
+
+test("a degraded origin gets no hedges until a trial after the cool-down succeeds", async () => {
+  let bHealthy = false;
+  const a = await origin("a", () => ({ delayMs: 100, body: "from-a" }));
+  const b = await origin("b", () => (bHealthy ? { body: "from-b" } : { status: 502, body: "down" }));
+  const w = await worker({
+    HEDGE_ORIGINS: [
+      { name: "a", url: a.url, zone: "eu" },
+      { name: "b", url: b.url, zone: "us" },
+    ],
+    HEDGE_COLD_DELAY_MS: "20",
+    // Longer than the rest of the first phase (4 requests of ~100 ms).
+    HEDGE_HEALTH_COOLDOWN_MS: "1500",
+    HEDGE_SAME_ORIGIN_HEDGE: "false",
+  });
+  // Five hedges fail at b (502: the primary's answer is used), then b is degraded.
+  for (let i = 0; i < 8; i++) {
+    const res = await w.fetch(`/d/${i}`);
+    assert.equal(await res.text(), "from-a");
+  }
+  assert.equal(b.requests.length, 5, "no hedges reach b once it is degraded");
+  const skipped = await w.fetch("/d/skip");
+  await skipped.text();
+  assert.match(skipped.headers.get("server-timing"), /hedge-skip;desc="no-target"/);
+
+  // b recovers; after the cool-down one hedge is its trial, and it wins.
+  bHealthy = true;
+  await new Promise((r) => setTimeout(r, 1_600));
+  const trial = await w.fetch("/d/trial");
+  assert.equal(await trial.text(), "from-b");
+  assert.equal(trial.headers.get("x-hedge"), "hedge");
+  const after = await w.fetch("/d/after");
+  assert.equal(await after.text(), "from-b", "b takes hedges again");
+});
+
+test("a hedge answered 503 (shed) never reaches the client: the primary answers", async () => {
+  const a = await origin("a", () => ({ delayMs: 300, body: "from-a" }));
+  const b = await origin("b", (req) => (req.headers["x-hedge-attempt"] ? { status: 503, body: "shed" } : {}));
+  const w = await worker({
+    HEDGE_ORIGINS: [
+      { name: "a", url: a.url, zone: "eu" },
+      { name: "b", url: b.url, zone: "us" },
+    ],
+    HEDGE_COLD_DELAY_MS: "20",
+  });
+  for (let i = 0; i < 3; i++) {
+    const res = await w.fetch(`/s/${i}`);
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), "from-a");
+  }
+  assert.equal(hedgesAt(b), 3);
+});
