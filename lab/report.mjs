@@ -18,9 +18,9 @@ const COLORS = ["#888888", "#1f77b4", "#ff7f0e", "#d62728", "#2ca02c", "#9467bd"
 
 /** An SVG percentile plot: x = nines (p50 .. p99.99) on a log scale, y = latency (log). */
 export function percentileSvg(series, title) {
-  const W = 900;
+  const W = 1000;
   const H = 520;
-  const m = { left: 70, right: 200, top: 40, bottom: 60 };
+  const m = { left: 70, right: 290, top: 40, bottom: 60 };
   const xMax = 4; // 99.99%
   const nines = (f) => -Math.log10(Math.max(1 - f, 1e-4));
   const all = series.flatMap((s) => s.points.map((p) => p[0])).filter((v) => v > 0);

@@ -4,7 +4,7 @@
 //
 //   node lab/run.mjs [--scenario heavy-tail|gc-pause|bimodal-cache|slow-origin|fast-503|all|none]
 //                    [--rate 200] [--seconds 15] [--warmup 3] [--seed 1] [--out lab-results]
-//                    [--overhead] [--overhead-seconds 4] [--overhead-rounds 5]
+//                    [--overhead] [--overhead-seconds 4] [--overhead-rounds 5] [--health-off]
 import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -27,6 +27,17 @@ export const CONFIGURATIONS = [
   { name: "worker, static 10 ms hedge", vars: { HEDGE_MODE: "static", HEDGE_STATIC_DELAY_MS: "10" } },
   { name: "worker, adaptive hedge (default)", vars: {} },
 ];
+
+/** With --health-off: the adaptive hedge with origin health and the 5xx-adaptive budget disabled. */
+export const HEALTH_OFF = {
+  name: "worker, adaptive, health off",
+  vars: {
+    HEDGE_HEALTH_CONSECUTIVE_FAILURES: "1000",
+    HEDGE_HEALTH_FAILURE_RATE: "1",
+    HEDGE_5XX_REDUCE_RATE: "1",
+    HEDGE_5XX_STOP_RATE: "1",
+  },
+};
 
 const log = (msg) => process.stderr.write(`[lab ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
@@ -118,7 +129,7 @@ export async function runScenario({ scenarioName, rate, seconds, warmup, seed, c
     sim.child.stdin.end();
     sim.child.kill();
   }
-  const adaptive = rows.find((r) => r.name.startsWith("worker, adaptive"));
+  const adaptive = rows.find((r) => r.name === "worker, adaptive hedge (default)");
   const passthrough = rows.find((r) => r.name === "worker, hedging off");
   let oracle = null;
   if (adaptive && adaptive.extraPct > 0) {
@@ -301,6 +312,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       overhead: { type: "boolean", default: false },
       "overhead-seconds": { type: "string", default: "4" },
       "overhead-rounds": { type: "string", default: "5" },
+      "health-off": { type: "boolean", default: false },
     },
   });
   const names = values.scenario === "all" ? SCENARIO_NAMES : values.scenario === "none" ? [] : values.scenario.split(",");
@@ -313,6 +325,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
         seconds: Number(values.seconds),
         warmup: Number(values.warmup),
         seed: values.seed,
+        configurations: values["health-off"] ? [...CONFIGURATIONS, HEALTH_OFF] : CONFIGURATIONS,
       }),
     );
   }
