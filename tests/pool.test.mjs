@@ -52,7 +52,7 @@ test("a degraded origin gets no hedges until a trial after the cool-down succeed
     ],
     HEDGE_COLD_DELAY_MS: "20",
     // Longer than the rest of the first phase (4 requests of ~100 ms).
-    HEDGE_HEALTH_COOLDOWN_MS: "1500",
+    HEDGE_HEALTH_COOLDOWN_MS: "3000",
     HEDGE_SAME_ORIGIN_HEDGE: "false",
   });
   // Five hedges fail at b (502: the primary's answer is used), then b is degraded.
@@ -67,7 +67,7 @@ test("a degraded origin gets no hedges until a trial after the cool-down succeed
 
   // b recovers; after the cool-down one hedge is its trial, and it wins.
   bHealthy = true;
-  await new Promise((r) => setTimeout(r, 1_600));
+  await new Promise((r) => setTimeout(r, 3_100));
   const trial = await w.fetch("/d/trial");
   assert.equal(await trial.text(), "from-b");
   assert.equal(trial.headers.get("x-hedge"), "hedge");

@@ -49,19 +49,21 @@ const TRICKLE = { chunks: ["part-1;", "part-2;", "part-3;", "part-4;", "part-5;"
 test("slow primary: hedge after the delay wins, primary aborted at the origin", async (t) => {
   const a = await origin("a", () => ({ delayMs: HANG_MS, body: "from-a" }));
   const b = await origin("b", () => TRICKLE);
-  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "100" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "200" });
   const sent = performance.now();
   const res = await w.fetch("/slow", { headers: { "x-request-id": "req-42", "accept-encoding": "identity" } });
   const headersAt = performance.now() - sent;
   assert.equal(res.status, 200);
   assert.equal(res.headers.get("x-hedge"), "hedge");
-  assert.ok(headersAt < 1_000, `headers after ${headersAt} ms`);
+  assert.ok(headersAt < 2_000, `headers after ${headersAt} ms`);
   assert.equal(await res.text(), TRICKLE.chunks.join(""));
 
   const primary = a.requests[0];
   const hedge = b.requests[0];
   const hedgeAfter = hedge.receivedAt - primary.receivedAt;
-  assert.ok(hedgeAfter >= 95 && hedgeAfter < 1_000, `hedge sent ${hedgeAfter} ms after primary`);
+  // Measured between arrivals at the origins: the primary's may lag its send
+  // by a few ms on a busy machine, so the lower bound leaves room.
+  assert.ok(hedgeAfter >= 150 && hedgeAfter < 1_000, `hedge sent ${hedgeAfter} ms after primary (delay 200)`);
   assert.equal(hedge.headers["x-hedge-attempt"], "true");
   assert.equal(primary.headers["x-hedge-attempt"], undefined);
   assert.equal(primary.headers["x-request-id"], "req-42");
