@@ -42,6 +42,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("HEDGE_WINDOW_SECS", "60", "latency window length"),
     ("HEDGE_SUB_WINDOWS", "6", "rotating sub-windows per window"),
     ("HEDGE_TIMEOUT_MS", "30000", "longest wait for an origin's response headers before 504"),
+    ("HEDGE_CACHE", "true", "serve and store shared-cacheable GET responses through the Workers Cache API"),
     ("HEDGE_SAME_ORIGIN_HEDGE", "true", "with no healthy peer, hedge to the primary itself on a new request (false: do not hedge)"),
     ("HEDGE_HEALTH_CONSECUTIVE_FAILURES", "5", "failures in a row (connection error, timeout, 5xx) that mark an origin degraded"),
     ("HEDGE_HEALTH_FAILURE_RATE", "0.5", "failure rate over the window that marks an origin degraded"),
@@ -86,6 +87,8 @@ pub struct Params {
     pub health: HealthParams,
     /// With no healthy peer, hedge to the primary itself on a new request.
     pub same_origin_hedge: bool,
+    /// Serve and store cacheable GET responses through the Cache API.
+    pub cache: bool,
 }
 
 /// One problem with one key.
@@ -456,6 +459,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
         );
     }
     let same_origin_hedge = r.boolean("HEDGE_SAME_ORIGIN_HEDGE", true);
+    let cache = r.boolean("HEDGE_CACHE", true);
     if r.errors.is_empty() {
         Ok(Params {
             origins,
@@ -468,6 +472,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
             timeout_ms,
             health,
             same_origin_hedge,
+            cache,
         })
     } else {
         Err(r.errors)

@@ -8,13 +8,14 @@
 //! The decision logic is plain Rust with time passed in, unit-tested natively:
 //! [`config`], [`sketch`], [`window`], [`estimator`], [`route_key`],
 //! [`delay_policy`], [`budget`], [`health`], [`origin_pool`], [`hedge_gate`],
-//! [`eligibility`], [`race`], [`outbound`].
+//! [`cache_policy`], [`eligibility`], [`race`], [`outbound`].
 //! [`edge`] is the thin Worker layer that wires them to `fetch`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod budget;
+pub mod cache_policy;
 pub mod config;
 pub mod delay_policy;
 pub mod edge;

@@ -7,6 +7,7 @@
 //! types directly: the conversions into `worker::Request`/`Response` parse
 //! and copy more than a proxy needs on its hot path.
 
+mod edge_cache;
 mod hedged_fetch;
 mod isolate;
 mod leg;
@@ -15,12 +16,15 @@ mod request_body;
 
 use worker::{console_error, event, js_sys, web_sys, Context, Env};
 
+use crate::cache_policy::{
+    request_cacheable, response_storable, CacheRequestFacts, CacheResponseFacts,
+};
 use crate::delay_policy::{choose_delay, HedgeMode};
 use crate::eligibility::{eligibility, Eligibility, NotHedgeableReason, RequestFacts};
 use crate::estimator::Estimates;
 use crate::outbound::{path_and_query, valid_request_id, REQUEST_ID_HEADER};
 use crate::route_key::route_key;
-use hedged_fetch::RacePlan;
+use hedged_fetch::{RaceEnd, RacePlan};
 use leg::{OutboundBody, OutboundRequest};
 use reply::Timing;
 use request_body::BodyRead;
@@ -30,11 +34,7 @@ fn now_ms() -> f64 {
 }
 
 #[event(fetch)]
-async fn fetch(
-    req: web_sys::Request,
-    env: Env,
-    _ctx: Context,
-) -> worker::Result<web_sys::Response> {
+async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
     console_error_panic_hook::set_once();
     let start_ms = now_ms();
     let params = match isolate::params(&env, start_ms) {
@@ -55,6 +55,20 @@ async fn fetch(
         return reply::bad_request("the request URL could not be parsed", &request_id);
     };
     let method = req.method();
+
+    // Cache first: a hit needs no origin, so it is never hedged.
+    let cacheable = params.cache
+        && request_cacheable(&CacheRequestFacts {
+            method: &method,
+            has_credentials: header("authorization").is_some() || header("cookie").is_some(),
+            cache_control: header("cache-control").as_deref(),
+            pragma: header("pragma").as_deref(),
+        });
+    if cacheable {
+        if let Some(hit) = edge_cache::lookup(&url).await {
+            return reply::cache_hit_response(&hit, &request_id, start_ms, now_ms());
+        }
+    }
     let content_length = match header("content-length") {
         Some(v) => match v.trim().parse::<u64>() {
             Ok(n) => Some(n),
@@ -134,6 +148,18 @@ async fn fetch(
         query: query.map(str::to_string),
     };
     let report = hedged_fetch::run(&params, &plan, &mut outbound, now_ms).await?;
+    if let (true, RaceEnd::Won(_, response)) = (cacheable, &report.end) {
+        let headers = response.headers();
+        let storable = response_storable(&CacheResponseFacts {
+            status: response.status(),
+            cache_control: headers.get("cache-control")?.as_deref(),
+            sets_cookie: headers.has("set-cookie")?,
+            vary: headers.get("vary")?.as_deref(),
+        });
+        if storable {
+            edge_cache::store(&ctx, &url, response);
+        }
+    }
     let timing = Timing {
         start_ms,
         now_ms: now_ms(),

@@ -9,7 +9,8 @@ use crate::config::{ConfigError, Params};
 use crate::outbound::{connection_tokens, HOP_BY_HOP, REQUEST_ID_HEADER};
 use crate::race::Leg;
 
-/// Response header saying which leg answered: `none`, `primary` or `hedge`.
+/// Response header saying which leg answered: `none`, `primary` or `hedge`
+/// (`cache` for a cache hit).
 pub(crate) const HEDGE_HEADER: &str = "x-hedge";
 
 #[derive(Serialize)]
@@ -118,6 +119,17 @@ pub(crate) fn race_response(
             report.hedge_sent.then_some(&report.hedge),
         ),
     }
+}
+
+/// A response served from the edge cache: no origin request, no hedge.
+pub(crate) fn cache_hit_response(
+    cached: &web_sys::Response,
+    request_id: &str,
+    start_ms: f64,
+    now_ms: f64,
+) -> worker::Result<web_sys::Response> {
+    let server_timing = format!("cache;desc=\"hit\", total;dur={:.1}", now_ms - start_ms);
+    decorate(cached, "cache", &server_timing, request_id)
 }
 
 /// A 500 naming every bad configuration key.

@@ -1,0 +1,80 @@
+// The edge cache in front of the race: hits are served with no origin request
+// (and so never hedged); credentials and no-cache bypass it.
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { startOrigin } from "./support/origin.mjs";
+import { startWorker, origins } from "./support/worker.mjs";
+
+const cleanups = [];
+after(async () => {
+  for (const c of cleanups.reverse()) await c();
+});
+
+async function setup(headers) {
+  const a = await startOrigin("a", (req) => ({ headers, body: `body-of-${req.url}` }));
+  const w = await startWorker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  cleanups.push(() => a.close(), () => w.dispose());
+  return { a, w };
+}
+
+/** Waits until the Worker's waitUntil has stored `path` (read through Miniflare, no origin request). */
+async function cached(w, path, timeoutMs = 5_000) {
+  const caches = await w.mf.getCaches();
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const hit = await caches.default.match(`http://edge.test${path}`);
+    if (hit) {
+      await hit.arrayBuffer();
+      return;
+    }
+    if (Date.now() > deadline) throw new Error(`${path} was not cached within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+test("a cacheable response is stored; the next identical request makes no origin request", async () => {
+  const { a, w } = await setup({ "cache-control": "public, max-age=60" });
+  const first = await w.fetch("/c/1");
+  assert.equal(await first.text(), "body-of-/c/1");
+  assert.equal(first.headers.get("x-hedge"), "none");
+  await cached(w, "/c/1");
+  const second = await w.fetch("/c/1");
+  assert.equal(await second.text(), "body-of-/c/1");
+  assert.equal(second.headers.get("x-hedge"), "cache");
+  assert.match(second.headers.get("server-timing"), /cache;desc="hit"/);
+  assert.equal(a.requests.length, 1);
+
+  // Authorization and no-cache requests are neither served from the cache...
+  for (const headers of [{ authorization: "Bearer t" }, { "cache-control": "no-cache" }, { cookie: "s=1" }]) {
+    const res = await w.fetch("/c/1", { headers });
+    await res.text();
+    assert.notEqual(res.headers.get("x-hedge"), "cache", JSON.stringify(headers));
+  }
+  assert.equal(a.requests.length, 4);
+});
+
+test("credentialed requests do not fill the cache", async () => {
+  const { a, w } = await setup({ "cache-control": "public, max-age=60" });
+  const res = await w.fetch("/c/private", { headers: { authorization: "Bearer t" } });
+  await res.text();
+  // A later cacheable request's store completing shows the stores have run.
+  const other = await w.fetch("/c/other");
+  await other.text();
+  await cached(w, "/c/other");
+  const caches = await w.mf.getCaches();
+  assert.equal(await caches.default.match("http://edge.test/c/private"), undefined);
+  const again = await w.fetch("/c/private");
+  await again.text();
+  assert.notEqual(again.headers.get("x-hedge"), "cache");
+  assert.equal(a.requests.length, 3);
+});
+
+test("responses that are not shared-cacheable are not stored", async () => {
+  const { a, w } = await setup({ "cache-control": "private, max-age=60" });
+  for (let i = 0; i < 2; i++) {
+    const res = await w.fetch("/c/p");
+    await res.text();
+    assert.equal(res.headers.get("x-hedge"), "none");
+  }
+  assert.equal(a.requests.length, 2);
+});
