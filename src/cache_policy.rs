@@ -6,6 +6,53 @@
 //! credentials (`Authorization`, `Cookie`) or a client `no-cache`/`no-store`,
 //! and only `200` responses that say they are shared-cacheable (`public`,
 //! `max-age` or `s-maxage` above zero) and set no cookie and do not `Vary: *`.
+//!
+//! A cache lookup is not free (it is I/O on every request), and most API
+//! routes never produce a storable response. [`CacheRoutes`] learns which
+//! route keys do: those are always looked up, the rest only one request in
+//! `probe_every`, which still finds entries other isolates stored.
+
+use std::collections::HashSet;
+
+/// Most route keys remembered as cacheable per isolate.
+pub const MAX_CACHEABLE_ROUTES: usize = 1_024;
+
+/// Which route keys have produced storable responses, and when to look up.
+#[derive(Debug)]
+pub struct CacheRoutes {
+    known: HashSet<String>,
+    probe_every: u64,
+    unknown_seen: u64,
+}
+
+// === impl CacheRoutes ===
+
+impl CacheRoutes {
+    /// Nothing learned yet; unknown routes are looked up one time in `probe_every`.
+    pub fn new(probe_every: u64) -> Self {
+        Self {
+            known: HashSet::new(),
+            probe_every: probe_every.max(1),
+            unknown_seen: 0,
+        }
+    }
+
+    /// Whether a cacheable request on `route` should look in the cache.
+    pub fn should_lookup(&mut self, route: &str) -> bool {
+        if self.known.contains(route) {
+            return true;
+        }
+        self.unknown_seen += 1;
+        self.unknown_seen % self.probe_every == 1 || self.probe_every == 1
+    }
+
+    /// `route` produced a storable response or a hit.
+    pub fn learn(&mut self, route: &str) {
+        if self.known.len() < MAX_CACHEABLE_ROUTES {
+            self.known.insert(route.to_string());
+        }
+    }
+}
 
 /// What the request says, for [`request_cacheable`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +142,29 @@ fn directive_value(header: Option<&str>, name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_routes_are_probed_and_known_ones_always_looked_up() {
+        let mut routes = CacheRoutes::new(4);
+        let probes: Vec<bool> = (0..8).map(|_| routes.should_lookup("/api")).collect();
+        assert_eq!(
+            probes,
+            [true, false, false, false, true, false, false, false]
+        );
+        routes.learn("/static");
+        assert!((0..10).all(|_| routes.should_lookup("/static")));
+    }
+
+    #[test]
+    fn remembered_routes_are_bounded() {
+        let mut routes = CacheRoutes::new(1_000_000);
+        for i in 0..(MAX_CACHEABLE_ROUTES + 100) {
+            routes.learn(&format!("/r{i}"));
+        }
+        assert!(routes.should_lookup("/r0"));
+        routes.should_lookup("/warm-up-the-counter");
+        assert!(!routes.should_lookup(&format!("/r{}", MAX_CACHEABLE_ROUTES + 50)));
+    }
 
     fn req(
         method: &'static str,

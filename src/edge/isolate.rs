@@ -12,7 +12,12 @@ use worker::js_sys::{self, JsString, Object, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::Env;
 
+use crate::cache_policy::CacheRoutes;
 use crate::config::{self, ConfigError, Params};
+
+/// Routes never seen to produce a storable response are looked up in the
+/// cache one request in this many.
+const CACHE_PROBE_EVERY: u64 = 64;
 use crate::estimator::LatencyEstimator;
 use crate::hedge_gate::HedgeGate;
 
@@ -22,6 +27,7 @@ pub(crate) struct Ready {
     pub(crate) params: Rc<Params>,
     pub(crate) estimator: LatencyEstimator,
     pub(crate) gate: HedgeGate,
+    pub(crate) cache_routes: CacheRoutes,
 }
 
 #[derive(Debug)]
@@ -43,6 +49,7 @@ pub(crate) fn params(env: &Env, now_ms: f64) -> Result<Rc<Params>, Rc<Vec<Config
             Ok(params) => Isolate::Ready(Box::new(Ready {
                 estimator: LatencyEstimator::new(params.estimator),
                 gate: HedgeGate::new(&params, now_ms),
+                cache_routes: CacheRoutes::new(CACHE_PROBE_EVERY),
                 params: Rc::new(params),
             })),
             Err(errors) => Isolate::Invalid(Rc::new(errors)),

@@ -56,19 +56,6 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     };
     let method = req.method();
 
-    // Cache first: a hit needs no origin, so it is never hedged.
-    let cacheable = params.cache
-        && request_cacheable(&CacheRequestFacts {
-            method: &method,
-            has_credentials: header("authorization").is_some() || header("cookie").is_some(),
-            cache_control: header("cache-control").as_deref(),
-            pragma: header("pragma").as_deref(),
-        });
-    if cacheable {
-        if let Some(hit) = edge_cache::lookup(&url).await {
-            return reply::cache_hit_response(&hit, &request_id, start_ms, now_ms());
-        }
-    }
     let content_length = match header("content-length") {
         Some(v) => match v.trim().parse::<u64>() {
             Ok(n) => Some(n),
@@ -90,6 +77,23 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     };
     let mut decision = eligibility(&facts, &params.eligibility);
     let route = route_key(path, &params.route_keys);
+
+    // Cache first: a hit needs no origin, so it is never hedged.
+    let cacheable = params.cache
+        && request_cacheable(&CacheRequestFacts {
+            method: &method,
+            has_credentials: header("authorization").is_some() || header("cookie").is_some(),
+            cache_control: header("cache-control").as_deref(),
+            pragma: header("pragma").as_deref(),
+        });
+    let look = cacheable
+        && isolate::with_ready(|ready| ready.cache_routes.should_lookup(&route)).unwrap_or(false);
+    if look {
+        if let Some(hit) = edge_cache::lookup(&url).await {
+            isolate::with_ready(|ready| ready.cache_routes.learn(&route));
+            return reply::cache_hit_response(&hit, &request_id, start_ms, now_ms());
+        }
+    }
     let primary = isolate::with_ready(|ready| ready.gate.choose_primary(start_ms)).unwrap_or(0);
 
     // A body held for the hedge; one that outgrows the cap goes once, streamed.
@@ -157,6 +161,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             vary: headers.get("vary")?.as_deref(),
         });
         if storable {
+            isolate::with_ready(|ready| ready.cache_routes.learn(&plan.route));
             edge_cache::store(&ctx, &url, response);
         }
     }
