@@ -1,29 +1,22 @@
 // The adaptive hedge delay tracks the origin's measured latency quantile.
-import { test, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startOrigin } from "./support/origin.mjs";
-import { startWorker, origins, serverTiming } from "./support/worker.mjs";
-
-const cleanups = [];
-after(async () => {
-  for (const c of cleanups.reverse()) await c();
-});
+import { origins, serverTiming } from "./support/worker.mjs";
+import { origin, worker } from "./support/harness.mjs";
 
 test("after warm-up the delay is within 10% of the configured quantile + offset", async (t) => {
   // Latencies cycle through 100, 101, ..., 199 ms: uniform, so p95 is 194 ms
   // (nearest rank over each full cycle of 100).
   let n = 0;
-  const a = await startOrigin("a", () => ({ delayMs: 100 + (n++ % 100) }));
-  cleanups.push(() => a.close());
+  const a = await origin("a", () => ({ delayMs: 100 + (n++ % 100) }));
   const OFFSET = 10;
-  const w = await startWorker({
+  const w = await worker({
     HEDGE_ORIGINS: origins(a),
     HEDGE_QUANTILE: "p95",
     HEDGE_OFFSET_MS: String(OFFSET),
     HEDGE_MIN_DATA_POINTS: "50",
     HEDGE_COLD_DELAY_MS: "10000",
   });
-  cleanups.push(() => w.dispose());
 
   const first = await w.fetch("/api/items/0");
   await first.arrayBuffer();

@@ -1,19 +1,13 @@
 // The edge cache in front of the race: hits are served with no origin request
 // (and so never hedged); credentials and no-cache bypass it.
-import { test, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startOrigin } from "./support/origin.mjs";
-import { startWorker, origins } from "./support/worker.mjs";
-
-const cleanups = [];
-after(async () => {
-  for (const c of cleanups.reverse()) await c();
-});
+import { origins } from "./support/worker.mjs";
+import { origin, worker } from "./support/harness.mjs";
 
 async function setup(headers) {
-  const a = await startOrigin("a", (req) => ({ headers, body: `body-of-${req.url}` }));
-  const w = await startWorker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
-  cleanups.push(() => a.close(), () => w.dispose());
+  const a = await origin("a", (req) => ({ headers, body: `body-of-${req.url}` }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
   return { a, w };
 }
 

@@ -1,24 +1,9 @@
 // Origin health and hedge target choice, end to end: the built Worker in
 // workerd in front of three loopback origins.
-import { test, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startOrigin } from "./support/origin.mjs";
-import { startWorker } from "./support/worker.mjs";
+import { origin, worker } from "./support/harness.mjs";
 
-const cleanups = [];
-after(async () => {
-  for (const c of cleanups.reverse()) await c();
-});
-async function origin(name, handle) {
-  const o = await startOrigin(name, handle);
-  cleanups.push(() => o.close());
-  return o;
-}
-async function worker(vars) {
-  const w = await startWorker(vars);
-  cleanups.push(() => w.dispose());
-  return w;
-}
 const hedgesAt = (o) => o.requests.filter((r) => r.headers["x-hedge-attempt"] === "true").length;
 
 test("hedges prefer an origin in another zone", async () => {

@@ -1,28 +1,15 @@
 // The race itself, end to end: the built Worker in workerd in front of real
 // loopback origins. Slow legs are at least ten times slower than any
 // threshold asserted, so a busy machine cannot flip a result.
-import { test, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { performance } from "node:perf_hooks";
-import { startOrigin, closedPort } from "./support/origin.mjs";
-import { startWorker, origins, serverTiming } from "./support/worker.mjs";
+import { closedPort } from "./support/origin.mjs";
+import { origins, serverTiming } from "./support/worker.mjs";
+import { origin, worker } from "./support/harness.mjs";
 
 const HANG_MS = 10_000; // a leg that "never" answers within a test
-const cleanups = [];
-after(async () => {
-  for (const c of cleanups.reverse()) await c();
-});
 
-async function origin(name, handle) {
-  const o = await startOrigin(name, handle);
-  cleanups.push(() => o.close());
-  return o;
-}
-async function worker(vars) {
-  const w = await startWorker(vars);
-  cleanups.push(() => w.dispose());
-  return w;
-}
 
 test("fast primary: no hedge, one origin request, x-hedge none", async () => {
   const a = await origin("a", () => ({ body: "from-a" }));

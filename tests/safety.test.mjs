@@ -1,25 +1,11 @@
 // What keeps hedging from doing harm: idempotency, the budget, and refusing
 // to run on a bad configuration. Built Worker in workerd, real loopback origins.
-import { test, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { performance } from "node:perf_hooks";
-import { startOrigin } from "./support/origin.mjs";
-import { startWorker, origins } from "./support/worker.mjs";
+import { origins } from "./support/worker.mjs";
+import { origin, worker } from "./support/harness.mjs";
 
-const cleanups = [];
-after(async () => {
-  for (const c of cleanups.reverse()) await c();
-});
-async function origin(name, handle) {
-  const o = await startOrigin(name, handle);
-  cleanups.push(() => o.close());
-  return o;
-}
-async function worker(vars) {
-  const w = await startWorker(vars);
-  cleanups.push(() => w.dispose());
-  return w;
-}
 
 test("POST without an idempotency key: exactly one origin request, however slow", async () => {
   const a = await origin("a", () => ({ delayMs: 1_000, body: "created" }));

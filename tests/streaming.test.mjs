@@ -1,24 +1,10 @@
 // The winner's body streams through the Worker: nothing is buffered.
-import { test, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
-import { startOrigin } from "./support/origin.mjs";
-import { startWorker, origins } from "./support/worker.mjs";
+import { origins } from "./support/worker.mjs";
+import { origin, worker } from "./support/harness.mjs";
 
-const cleanups = [];
-after(async () => {
-  for (const c of cleanups.reverse()) await c();
-});
-async function origin(name, handle) {
-  const o = await startOrigin(name, handle);
-  cleanups.push(() => o.close());
-  return o;
-}
-async function worker(vars) {
-  const w = await startWorker(vars);
-  cleanups.push(() => w.dispose());
-  return w;
-}
 const sha = (buf) => createHash("sha256").update(buf).digest("hex");
 
 test("a 20 MB body arrives intact", async () => {
