@@ -109,11 +109,6 @@ impl LatencySketch {
         self.count = self.count.saturating_sub(other.count);
     }
 
-    /// Number of non-empty buckets (a measure of memory use).
-    pub fn bucket_count(&self) -> usize {
-        self.buckets.len()
-    }
-
     /// The `q`-quantile (0 < q < 1) of the latency distribution, by the
     /// Kaplan-Meier estimator; `None` when the sketch is empty.
     ///
