@@ -414,7 +414,12 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
     let defaults = HealthParams::default();
     let health = HealthParams {
         window: estimator.window,
-        consecutive_failures: r.integer("HEDGE_HEALTH_CONSECUTIVE_FAILURES", 5, 1, 1_000) as u32,
+        consecutive_failures: r.integer(
+            "HEDGE_HEALTH_CONSECUTIVE_FAILURES",
+            u64::from(defaults.consecutive_failures),
+            1,
+            1_000,
+        ) as u32,
         failure_rate: r.number(
             "HEDGE_HEALTH_FAILURE_RATE",
             defaults.failure_rate,

@@ -155,21 +155,21 @@ pub(crate) async fn run(
             Event::Finished(leg, result) => {
                 let leg_report = report.leg_mut(leg);
                 leg_report.finished_ms = Some(now);
-                let outcome = match &result {
+                let (outcome, health) = match &result {
                     Ok(response) => {
-                        leg_report.status = Some(response.status());
-                        classify_status(response.status())
+                        let status = response.status();
+                        leg_report.status = Some(status);
+                        let health = match status {
+                            503 if leg == Leg::Hedge => Outcome::Shed,
+                            500.. => Outcome::ServerError,
+                            _ => Outcome::Success,
+                        };
+                        (classify_status(status), health)
                     }
                     Err(e) => {
                         leg_report.error = Some(e.to_string());
-                        LegOutcome::RetriableFailure
+                        (LegOutcome::RetriableFailure, Outcome::Unreachable)
                     }
-                };
-                let health = match &result {
-                    Ok(r) if leg == Leg::Hedge && r.status() == 503 => Outcome::Shed,
-                    Ok(r) if r.status() >= 500 => Outcome::ServerError,
-                    Ok(_) => Outcome::Success,
-                    Err(_) => Outcome::Unreachable,
                 };
                 let origin = leg_report.origin;
                 isolate::with_ready(|ready| ready.gate.record(origin, health, now));
@@ -180,12 +180,7 @@ pub(crate) async fn run(
             Event::Deadline => {
                 for leg in [Leg::Primary, Leg::Hedge] {
                     if race.is_pending(leg) {
-                        record(plan, &report, leg, now, true);
-                        report.leg_mut(leg).aborted = true;
-                        let origin = report.leg(leg).origin;
-                        isolate::with_ready(|ready| {
-                            ready.gate.record(origin, Outcome::Unreachable, now)
-                        });
+                        cut_short(plan, &mut report, leg, now, CutShort::TimedOut);
                     }
                 }
                 abort(&mut primary_ctl);
@@ -196,10 +191,8 @@ pub(crate) async fn run(
         };
         if step == Step::AbandonPrimaryAndRetry {
             abort(&mut primary_ctl);
-            record(plan, &report, Leg::Primary, now, true);
-            report.primary.aborted = true;
             // For a timeout-and-retry client, the timeout is the primary's failure.
-            isolate::with_ready(|ready| ready.gate.record(plan.primary, Outcome::Unreachable, now));
+            cut_short(plan, &mut report, Leg::Primary, now, CutShort::TimedOut);
             step = Step::StartHedge;
         }
         if step == Step::StartHedge {
@@ -242,15 +235,10 @@ pub(crate) async fn run(
             Step::Deliver(winner) => {
                 let loser = winner.other();
                 // Abort first: every millisecond the loser runs is wasted origin work.
+                // A failed loser's body is not needed either.
+                abort(controller(loser, &mut primary_ctl, &mut hedge_ctl));
                 if race.is_pending(loser) {
-                    abort(controller(loser, &mut primary_ctl, &mut hedge_ctl));
-                    record(plan, &report, loser, now, true);
-                    report.leg_mut(loser).aborted = true;
-                    let origin = report.leg(loser).origin;
-                    isolate::with_ready(|ready| ready.gate.abandoned(origin, now));
-                } else {
-                    // A failed loser's body is not needed either.
-                    abort(controller(loser, &mut primary_ctl, &mut hedge_ctl));
+                    cut_short(plan, &mut report, loser, now, CutShort::Lost);
                 }
                 record(plan, &report, winner, now, false);
                 let response = responses[leg_index(winner)]
@@ -317,6 +305,29 @@ fn abort(controller: &mut Option<web_sys::AbortController>) {
 
 fn delay(ms: f64) -> LocalBoxFuture<'static, ()> {
     Delay::from(Duration::from_millis(ms.max(0.0).round() as u64)).boxed_local()
+}
+
+/// Why a leg in flight was cut short.
+#[derive(Clone, Copy)]
+enum CutShort {
+    /// Its time ran out: a failure of its origin.
+    TimedOut,
+    /// The other leg won: says nothing about its origin.
+    Lost,
+}
+
+/// Books a leg aborted before it answered (its controller is the caller's):
+/// its elapsed time as a censored latency sample, and what it says about
+/// its origin's health.
+fn cut_short(plan: &RacePlan, report: &mut RaceReport, leg: Leg, now_ms: f64, why: CutShort) {
+    record(plan, report, leg, now_ms, true);
+    let leg_report = report.leg_mut(leg);
+    leg_report.aborted = true;
+    let origin = leg_report.origin;
+    isolate::with_ready(|ready| match why {
+        CutShort::TimedOut => ready.gate.record(origin, Outcome::Unreachable, now_ms),
+        CutShort::Lost => ready.gate.abandoned(origin, now_ms),
+    });
 }
 
 /// Records a leg's latency: a completion, or (for a leg cut short) a lower bound.
