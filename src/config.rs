@@ -10,6 +10,7 @@ use std::fmt;
 use serde::Deserialize;
 
 use crate::budget::BudgetParams;
+use crate::coalesce::CoalesceParams;
 use crate::delay_policy::{DelayParams, HedgeMode};
 use crate::eligibility::EligibilityParams;
 use crate::estimator::EstimatorParams;
@@ -43,6 +44,9 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("HEDGE_SUB_WINDOWS", "6", "rotating sub-windows per window"),
     ("HEDGE_TIMEOUT_MS", "30000", "longest wait for an origin's response headers before 504"),
     ("HEDGE_CACHE", "true", "serve and store shared-cacheable GET responses through the Workers Cache API"),
+    ("HEDGE_COALESCE", "true", "identical concurrent cacheable GET misses wait for one origin fetch and read its response from the cache"),
+    ("HEDGE_COALESCE_MAX_WAIT_MS", "5000", "longest a coalesced request waits for the shared fetch before fetching for itself"),
+    ("HEDGE_COALESCE_MAX_KEYS", "1024", "most distinct URLs being coalesced at once per isolate"),
     ("HEDGE_SAME_ORIGIN_HEDGE", "true", "with no healthy peer, hedge to the primary itself on a new request (false: do not hedge)"),
     ("HEDGE_HEALTH_CONSECUTIVE_FAILURES", "5", "failures in a row (connection error, timeout, 5xx) that mark an origin degraded"),
     ("HEDGE_HEALTH_FAILURE_RATE", "0.5", "failure rate over the window that marks an origin degraded"),
@@ -89,6 +93,8 @@ pub struct Params {
     pub same_origin_hedge: bool,
     /// Serve and store cacheable GET responses through the Cache API.
     pub cache: bool,
+    /// Coalescing of identical concurrent cacheable misses.
+    pub coalesce: CoalesceParams,
 }
 
 /// One problem with one key.
@@ -465,6 +471,24 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
     }
     let same_origin_hedge = r.boolean("HEDGE_SAME_ORIGIN_HEDGE", true);
     let cache = r.boolean("HEDGE_CACHE", true);
+    let coalesce_defaults = CoalesceParams::default();
+    let coalesce = CoalesceParams {
+        // Waiters read the shared response from the cache, so no cache, no coalescing.
+        enabled: r.boolean("HEDGE_COALESCE", true) && cache,
+        max_wait_ms: r.number(
+            "HEDGE_COALESCE_MAX_WAIT_MS",
+            coalesce_defaults.max_wait_ms,
+            1.0,
+            600_000.0,
+        ),
+        max_flights: r.integer(
+            "HEDGE_COALESCE_MAX_KEYS",
+            coalesce_defaults.max_flights as u64,
+            1,
+            100_000,
+        ) as usize,
+        max_waiters: coalesce_defaults.max_waiters,
+    };
     if r.errors.is_empty() {
         Ok(Params {
             origins,
@@ -478,6 +502,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
             health,
             same_origin_hedge,
             cache,
+            coalesce,
         })
     } else {
         Err(r.errors)

@@ -8,7 +8,7 @@
 //! The decision logic is plain Rust with time passed in, unit-tested natively:
 //! [`config`], [`sketch`], [`window`], [`estimator`], [`route_key`],
 //! [`delay_policy`], [`budget`], [`health`], [`origin_pool`], [`hedge_gate`],
-//! [`cache_policy`], [`eligibility`], [`race`], [`outbound`].
+//! [`cache_policy`], [`coalesce`], [`eligibility`], [`race`], [`outbound`].
 //! [`edge`] is the thin Worker layer that wires them to `fetch`.
 
 #![forbid(unsafe_code)]
@@ -16,6 +16,7 @@
 
 pub mod budget;
 pub mod cache_policy;
+pub mod coalesce;
 pub mod config;
 pub mod delay_policy;
 pub mod edge;

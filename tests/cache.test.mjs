@@ -72,3 +72,63 @@ test("responses that are not shared-cacheable are not stored", async () => {
   }
   assert.equal(a.requests.length, 2);
 });
+
+/** A deterministic body of `bytes` bytes that differs per path. */
+function bigBody(path, bytes) {
+  const unit = `${path}|0123456789abcdefghijklmnopqrstuvwxyz|`;
+  return unit.repeat(Math.ceil(bytes / unit.length)).slice(0, bytes);
+}
+
+test("50 concurrent identical cacheable GETs make one origin request and get 50 intact bodies", async () => {
+  const size = 256 * 1024;
+  // The origin answers after 1 s: far longer than 50 dispatches take to arrive,
+  // so every request finds the first one's fetch still in flight.
+  const a = await origin("a", (req) => ({
+    delayMs: 1_000,
+    headers: { "cache-control": "public, max-age=60" },
+    body: bigBody(req.url, size),
+  }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a) });
+  const responses = await Promise.all(
+    Array.from({ length: 50 }, () => w.fetch("/hot/item", { headers: { "accept-encoding": "identity" } })),
+  );
+  const expected = bigBody("/hot/item", size);
+  const labels = {};
+  for (const res of responses) {
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), expected);
+    const label = res.headers.get("x-hedge");
+    labels[label] = (labels[label] ?? 0) + 1;
+  }
+  const hedges = a.requests.filter((r) => r.headers["x-hedge-attempt"]).length;
+  assert.ok(hedges <= 1, `${hedges} hedges`);
+  assert.equal(a.requests.length - hedges, 1, `origin requests: ${a.requests.length}`);
+  assert.equal(labels.coalesced, 49, JSON.stringify(labels));
+});
+
+test("credentialed and no-cache requests are not coalesced", async () => {
+  const a = await origin("a", () => ({ delayMs: 500, headers: { "cache-control": "public, max-age=60" } }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const kinds = [{ authorization: "Bearer t" }, { "cache-control": "no-cache" }];
+  const responses = await Promise.all(
+    kinds.flatMap((headers) => Array.from({ length: 5 }, () => w.fetch("/hot/private", { headers }))),
+  );
+  for (const res of responses) {
+    assert.equal(res.status, 200);
+    await res.text();
+    assert.equal(res.headers.get("x-hedge"), "none");
+  }
+  assert.equal(a.requests.length, 10);
+});
+
+test("waiters on a response that cannot be stored fetch for themselves", async () => {
+  const a = await origin("a", () => ({ delayMs: 500, headers: { "cache-control": "private" } }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const responses = await Promise.all(Array.from({ length: 5 }, () => w.fetch("/hot/uncacheable")));
+  for (const res of responses) {
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), "a:/hot/uncacheable");
+    assert.equal(res.headers.get("x-hedge"), "none");
+  }
+  assert.equal(a.requests.length, 5);
+});

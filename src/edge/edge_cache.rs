@@ -31,17 +31,24 @@ pub(crate) async fn lookup(url: &str) -> Option<web_sys::Response> {
     }
 }
 
-/// Stores a copy of `response` under `url` once the request is done. The
-/// copy tees the body: the client's stream is not held back by the cache.
-/// Call it before the response's body is handed on.
-pub(crate) fn store(ctx: &Context, url: &str, response: &web_sys::Response) {
+/// Stores a copy of `response` under `url` once the request is done, then
+/// calls `on_stored` if the store succeeded. The copy tees the body: the
+/// client's stream is not held back by the cache. Call it before the
+/// response's body is handed on.
+pub(crate) fn store(
+    ctx: &Context,
+    url: &str,
+    response: &web_sys::Response,
+    on_stored: impl FnOnce() + 'static,
+) {
     let (Some(cache), Ok(copy)) = (default_cache(), response.clone()) else {
         return;
     };
     let put = cache.put_with_str(url, &copy);
     ctx.wait_until(async move {
-        if let Err(e) = JsFuture::from(put).await {
-            console_warn!("hedgehog-edge: cache store failed: {e:?}");
+        match JsFuture::from(put).await {
+            Ok(_) => on_stored(),
+            Err(e) => console_warn!("hedgehog-edge: cache store failed: {e:?}"),
         }
     });
 }

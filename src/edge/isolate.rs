@@ -1,5 +1,5 @@
-//! Per-isolate state: the parsed configuration, the latency estimator, and the
-//! hedge gate (budget and origin health).
+//! Per-isolate state: the parsed configuration, the latency estimator, the
+//! hedge gate (budget and origin health), cache routes and coalesced flights.
 //!
 //! An isolate handles one request at a time between awaits, so a
 //! `thread_local` `RefCell` is enough; borrows never span an await.
@@ -13,6 +13,7 @@ use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::Env;
 
 use crate::cache_policy::CacheRoutes;
+use crate::coalesce::Coalescer;
 use crate::config::{self, ConfigError, Params};
 
 /// Routes never seen to produce a storable response are looked up in the
@@ -28,6 +29,7 @@ pub(crate) struct Ready {
     pub(crate) estimator: LatencyEstimator,
     pub(crate) gate: HedgeGate,
     pub(crate) cache_routes: CacheRoutes,
+    pub(crate) coalescer: Coalescer,
 }
 
 #[derive(Debug)]
@@ -50,6 +52,7 @@ pub(crate) fn params(env: &Env, now_ms: f64) -> Result<Rc<Params>, Rc<Vec<Config
                 estimator: LatencyEstimator::new(params.estimator),
                 gate: HedgeGate::new(&params, now_ms),
                 cache_routes: CacheRoutes::new(CACHE_PROBE_EVERY),
+                coalescer: Coalescer::new(params.coalesce),
                 params: Rc::new(params),
             })),
             Err(errors) => Isolate::Invalid(Rc::new(errors)),

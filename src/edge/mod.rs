@@ -1,12 +1,14 @@
 //! The Worker layer: turns the incoming request into the core's inputs, runs
 //! the race, and turns its result into the client's response.
 //!
-//! Modules: [`isolate`] holds per-isolate state, [`leg`] sends one origin
-//! request, [`hedged_fetch`] runs the race, [`request_body`] reads a body that
+//! Modules: [`isolate`] holds per-isolate state, [`edge_cache`] and
+//! [`coalesced`] serve from the cache and share concurrent misses, [`leg`]
+//! sends one origin request, [`hedged_fetch`] runs the race, [`request_body`] reads a body that
 //! may be sent twice, [`reply`] builds the response. It works on `web_sys`
 //! types directly: the conversions into `worker::Request`/`Response` parse
 //! and copy more than a proxy needs on its hot path.
 
+mod coalesced;
 mod edge_cache;
 mod hedged_fetch;
 mod isolate;
@@ -19,6 +21,7 @@ use worker::{console_error, event, js_sys, web_sys, Context, Env};
 use crate::cache_policy::{
     request_cacheable, response_storable, CacheRequestFacts, CacheResponseFacts,
 };
+use crate::coalesce::{FlightState, Role};
 use crate::delay_policy::{choose_delay, HedgeMode};
 use crate::eligibility::{eligibility, Eligibility, NotHedgeableReason, RequestFacts};
 use crate::estimator::Estimates;
@@ -26,7 +29,7 @@ use crate::outbound::{path_and_query, valid_request_id, REQUEST_ID_HEADER};
 use crate::route_key::route_key;
 use hedged_fetch::{RaceEnd, RacePlan};
 use leg::{OutboundBody, OutboundRequest};
-use reply::Timing;
+use reply::{CacheServe, Timing};
 use request_body::BodyRead;
 
 fn now_ms() -> f64 {
@@ -86,12 +89,49 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             cache_control: header("cache-control").as_deref(),
             pragma: header("pragma").as_deref(),
         });
+    // Identical concurrent misses share one origin fetch: the first leads,
+    // the rest wait for its response to land in the cache.
+    let role = if cacheable {
+        isolate::with_ready(|ready| ready.coalescer.join(&url, start_ms)).unwrap_or(Role::Alone)
+    } else {
+        Role::Alone
+    };
+    let mut leader = None;
+    match role {
+        Role::Waiter(id) => {
+            let outcome = coalesced::wait_for(&url, id).await;
+            if matches!(outcome, FlightState::Stored | FlightState::Unknown) {
+                if let Some(hit) = edge_cache::lookup(&url).await {
+                    let timing = Timing {
+                        start_ms,
+                        now_ms: now_ms(),
+                    };
+                    return reply::cache_hit_response(
+                        &hit,
+                        CacheServe::Coalesced,
+                        &request_id,
+                        timing,
+                    );
+                }
+            }
+            // Nothing shared: fetch as if this request had come alone.
+        }
+        Role::Leader(id) => leader = Some(coalesced::LeaderGuard::new(&url, id)),
+        Role::Alone => {}
+    }
     let look = cacheable
         && isolate::with_ready(|ready| ready.cache_routes.should_lookup(&route)).unwrap_or(false);
     if look {
         if let Some(hit) = edge_cache::lookup(&url).await {
             isolate::with_ready(|ready| ready.cache_routes.learn(&route));
-            return reply::cache_hit_response(&hit, &request_id, start_ms, now_ms());
+            if let Some(leader) = leader.take() {
+                leader.stored();
+            }
+            let timing = Timing {
+                start_ms,
+                now_ms: now_ms(),
+            };
+            return reply::cache_hit_response(&hit, CacheServe::Hit, &request_id, timing);
         }
     }
     let primary = isolate::with_ready(|ready| ready.gate.choose_primary(start_ms)).unwrap_or(0);
@@ -162,7 +202,11 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         });
         if storable {
             isolate::with_ready(|ready| ready.cache_routes.learn(&plan.route));
-            edge_cache::store(&ctx, &url, response);
+            edge_cache::store(&ctx, &url, response, move || {
+                if let Some(leader) = leader {
+                    leader.stored();
+                }
+            });
         }
     }
     let timing = Timing {

@@ -10,7 +10,8 @@ use crate::outbound::{connection_tokens, HOP_BY_HOP, REQUEST_ID_HEADER};
 use crate::race::Leg;
 
 /// Response header saying which leg answered: `none`, `primary` or `hedge`
-/// (`cache` for a cache hit).
+/// (`cache` for a cache hit, `coalesced` for a response shared with a
+/// concurrent identical request).
 pub(crate) const HEDGE_HEADER: &str = "x-hedge";
 
 #[derive(Serialize)]
@@ -124,12 +125,29 @@ pub(crate) fn race_response(
 /// A response served from the edge cache: no origin request, no hedge.
 pub(crate) fn cache_hit_response(
     cached: &web_sys::Response,
+    how: CacheServe,
     request_id: &str,
-    start_ms: f64,
-    now_ms: f64,
+    timing: Timing,
 ) -> worker::Result<web_sys::Response> {
-    let server_timing = format!("cache;desc=\"hit\", total;dur={:.1}", now_ms - start_ms);
-    decorate(cached, "cache", &server_timing, request_id)
+    let total = timing.now_ms - timing.start_ms;
+    let (label, server_timing) = match how {
+        CacheServe::Hit => ("cache", format!("cache;desc=\"hit\", total;dur={total:.1}")),
+        CacheServe::Coalesced => (
+            "coalesced",
+            format!("cache;desc=\"coalesced\", total;dur={total:.1}"),
+        ),
+    };
+    decorate(cached, label, &server_timing, request_id)
+}
+
+/// How a response from the cache came to be served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CacheServe {
+    /// An ordinary hit (`x-hedge: cache`).
+    Hit,
+    /// Stored by a concurrent identical request this one waited for
+    /// (`x-hedge: coalesced`).
+    Coalesced,
 }
 
 /// A 500 naming every bad configuration key.

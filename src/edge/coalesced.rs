@@ -1,0 +1,57 @@
+//! The Worker side of [`crate::coalesce`]: a leader's guard that releases its
+//! flight however the request ends, and a waiter's polling loop.
+//!
+//! Waiters poll on their own timers instead of being woken by the leader: a
+//! wake-up from the leader would run the waiter's code inside the leader's
+//! request, which the runtime does not allow to do I/O for another request.
+
+use std::time::Duration;
+
+use worker::Delay;
+
+use super::{isolate, now_ms};
+use crate::coalesce::{poll_interval_ms, FlightId, FlightState};
+
+/// Held by the request leading a flight. Dropping it without
+/// [`LeaderGuard::stored`] releases the waiters to fetch for themselves.
+#[derive(Debug)]
+pub(crate) struct LeaderGuard {
+    key: String,
+    id: FlightId,
+}
+
+impl LeaderGuard {
+    pub(crate) fn new(key: &str, id: FlightId) -> Self {
+        Self {
+            key: key.to_string(),
+            id,
+        }
+    }
+
+    /// The response is in the cache; waiters read it from there.
+    pub(crate) fn stored(self) {
+        isolate::with_ready(|ready| ready.coalescer.stored(&self.key, self.id));
+    }
+}
+
+impl Drop for LeaderGuard {
+    fn drop(&mut self) {
+        // No effect after `stored`.
+        isolate::with_ready(|ready| ready.coalescer.release(&self.key, self.id));
+    }
+}
+
+/// Waits until flight `id` for `key` is no longer pending (bounded by the
+/// configured wait limit) and says how it ended.
+pub(crate) async fn wait_for(key: &str, id: FlightId) -> FlightState {
+    for n in 0u32.. {
+        let sleep_ms = poll_interval_ms(n);
+        Delay::from(Duration::from_millis(sleep_ms as u64)).await;
+        let state = isolate::with_ready(|ready| ready.coalescer.state(key, id, now_ms()))
+            .unwrap_or(FlightState::Released);
+        if state != FlightState::Pending {
+            return state;
+        }
+    }
+    FlightState::Released
+}
