@@ -84,6 +84,22 @@ impl LatencySketch {
         self.count
     }
 
+    /// The non-empty buckets as (index, counts), in index order.
+    pub fn buckets(&self) -> impl Iterator<Item = (i32, BucketCounts)> + '_ {
+        self.buckets.iter().map(|(&index, &counts)| (index, counts))
+    }
+
+    /// Adds `counts` to bucket `index` (rebuilding a sketch from its buckets).
+    pub fn add_counts(&mut self, index: i32, counts: BucketCounts) {
+        if counts.total() == 0 {
+            return;
+        }
+        let entry = self.buckets.entry(index).or_default();
+        entry.completed += counts.completed;
+        entry.censored += counts.censored;
+        self.count += counts.total();
+    }
+
     /// Adds every count of `other` into `self`.
     pub fn merge(&mut self, other: &LatencySketch) {
         for (&index, counts) in &other.buckets {

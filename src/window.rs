@@ -23,7 +23,8 @@ pub struct WindowParams {
 }
 
 impl WindowParams {
-    fn slot_ms(&self) -> f64 {
+    /// Length of one sub-window in milliseconds.
+    pub fn slot_ms(&self) -> f64 {
         self.window_ms / self.sub_windows.max(1) as f64
     }
 }
@@ -65,6 +66,48 @@ impl WindowedSketch {
         self.slots[slot].record(sample);
         self.total.record(sample);
         self.changes_since_cache += 1;
+    }
+
+    /// Adds a whole sketch of samples taken at `now_ms` (a delta from elsewhere).
+    pub fn merge(&mut self, delta: &LatencySketch, now_ms: f64) {
+        self.rotate(now_ms);
+        let slot = self.slot_index(self.current_epoch);
+        self.slots[slot].merge(delta);
+        self.total.merge(delta);
+        self.changes_since_cache += delta.count();
+    }
+
+    /// The live sub-windows as (epoch, sketch), oldest first, empty ones left
+    /// out: what storage needs to rebuild the window with [`Self::from_slots`].
+    pub fn slots(&mut self, now_ms: f64) -> Vec<(i64, &LatencySketch)> {
+        self.rotate(now_ms);
+        let len = self.slots.len() as i64;
+        let epochs: Vec<i64> = (0..len).rev().map(|k| self.current_epoch - k).collect();
+        epochs
+            .into_iter()
+            .map(|e| (e, &self.slots[e.rem_euclid(len) as usize]))
+            .filter(|(_, sketch)| sketch.count() > 0)
+            .collect()
+    }
+
+    /// A window rebuilt from stored sub-windows; those already outside the
+    /// window at `now_ms`, or from the future, are dropped.
+    pub fn from_slots(
+        params: WindowParams,
+        now_ms: f64,
+        slots: impl IntoIterator<Item = (i64, LatencySketch)>,
+    ) -> Self {
+        let mut window = Self::new(params, now_ms);
+        let len = window.slots.len() as i64;
+        for (e, sketch) in slots {
+            if e > window.current_epoch || e <= window.current_epoch - len {
+                continue;
+            }
+            let index = window.slot_index(e);
+            window.total.merge(&sketch);
+            window.slots[index].merge(&sketch);
+        }
+        window
     }
 
     /// The `q`-quantile of the samples inside the window at `now_ms` (cached; see the module docs).
@@ -132,6 +175,47 @@ mod tests {
         window_ms: 60_000.0,
         sub_windows: 6,
     };
+
+    #[test]
+    fn stored_slots_rebuild_the_same_window_and_expired_ones_are_dropped() {
+        let mut window = WindowedSketch::new(PARAMS, 0.0);
+        window.record(Sample::Completed(10.0), 1_000.0);
+        window.record(Sample::Completed(20.0), 25_000.0);
+        window.record(Sample::Censored(30.0), 55_000.0);
+        let stored: Vec<(i64, LatencySketch)> = window
+            .slots(55_000.0)
+            .into_iter()
+            .map(|(e, s)| (e, s.clone()))
+            .collect();
+        assert_eq!(stored.len(), 3);
+        let mut rebuilt = WindowedSketch::from_slots(PARAMS, 55_000.0, stored.clone());
+        assert_eq!(rebuilt.count(55_000.0), 3);
+        assert_eq!(
+            rebuilt.quantile(0.5, 55_000.0),
+            window.quantile(0.5, 55_000.0)
+        );
+        // Rebuilt later, the first sub-window has left the window.
+        let mut later = WindowedSketch::from_slots(PARAMS, 65_000.0, stored);
+        assert_eq!(later.count(65_000.0), 2);
+    }
+
+    #[test]
+    fn merging_a_delta_counts_like_recording_its_samples() {
+        let mut delta = LatencySketch::new();
+        let mut recorded = WindowedSketch::new(PARAMS, 0.0);
+        for v in 1..=100 {
+            delta.record(Sample::Completed(f64::from(v)));
+            recorded.record(Sample::Completed(f64::from(v)), 5_000.0);
+        }
+        let mut merged = WindowedSketch::new(PARAMS, 0.0);
+        merged.merge(&delta, 5_000.0);
+        assert_eq!(merged.count(5_000.0), 100);
+        assert_eq!(
+            merged.quantile(0.95, 5_000.0),
+            recorded.quantile(0.95, 5_000.0)
+        );
+        assert_eq!(merged.count(70_000.0), 0);
+    }
 
     #[test]
     fn samples_stay_for_the_window_then_expire() {
