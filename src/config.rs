@@ -15,6 +15,8 @@ use crate::delay_policy::{DelayParams, HedgeMode};
 use crate::eligibility::EligibilityParams;
 use crate::estimator::EstimatorParams;
 use crate::health::HealthParams;
+use crate::pop_aggregate::PopParams;
+use crate::pop_client::PopClientParams;
 use crate::route_key::RouteKeyParams;
 use crate::window::WindowParams;
 
@@ -47,6 +49,13 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("HEDGE_COALESCE", "true", "identical concurrent cacheable GET misses wait for one origin fetch and read its response from the cache"),
     ("HEDGE_COALESCE_MAX_WAIT_MS", "5000", "longest a coalesced request waits for the shared fetch before fetching for itself"),
     ("HEDGE_COALESCE_MAX_KEYS", "1024", "most distinct URLs being coalesced at once per isolate"),
+    ("HEDGE_POP_BLEND_SAMPLES", "200", "local samples at which the isolate's own quantile and the PoP-wide one weigh the same"),
+    ("HEDGE_POP_PUSH_INTERVAL_MS", "5000", "longest time between an isolate's pushes to the PoP aggregator (with traffic)"),
+    ("HEDGE_POP_PUSH_EVERY_REQUESTS", "1000", "requests after which a push is due sooner than the interval"),
+    ("HEDGE_POP_TIMEOUT_MS", "1000", "longest wait for the PoP aggregator's reply; a failure backs pushes off"),
+    ("HEDGE_POP_FALLBACK_NAME", "default", "aggregator name where the request has no cf.colo"),
+    ("HEDGE_POP_MAX_KEYS", "2048", "most (origin, route key) sketches one PoP aggregator holds"),
+    ("HEDGE_POP_IDLE_SECS", "600", "the aggregator forgets a key no push named for this long"),
     ("HEDGE_SAME_ORIGIN_HEDGE", "true", "with no healthy peer, hedge to the primary itself on a new request (false: do not hedge)"),
     ("HEDGE_HEALTH_CONSECUTIVE_FAILURES", "5", "failures in a row (connection error, timeout, 5xx) that mark an origin degraded"),
     ("HEDGE_HEALTH_FAILURE_RATE", "0.5", "failure rate over the window that marks an origin degraded"),
@@ -95,6 +104,21 @@ pub struct Params {
     pub cache: bool,
     /// Coalescing of identical concurrent cacheable misses.
     pub coalesce: CoalesceParams,
+    /// The PoP aggregate (used when the `POP_AGGREGATOR` binding exists).
+    pub pop: PopConfig,
+}
+
+/// Settings of the PoP aggregate, both sides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PopConfig {
+    /// The isolate's push schedule.
+    pub client: PopClientParams,
+    /// The aggregator's limits.
+    pub aggregate: PopParams,
+    /// Longest wait for a push's reply.
+    pub timeout_ms: f64,
+    /// Aggregator name without `cf.colo`.
+    pub fallback_name: String,
 }
 
 /// One problem with one key.
@@ -385,6 +409,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
         max_delay_ms: r.number("HEDGE_MAX_DELAY_MS", 2_000.0, 0.0, 60_000.0),
         cold_delay_ms: r.number("HEDGE_COLD_DELAY_MS", 250.0, 0.0, 60_000.0),
         min_data_points: r.integer("HEDGE_MIN_DATA_POINTS", 50, 1, 1_000_000),
+        pop_blend_samples: r.integer("HEDGE_POP_BLEND_SAMPLES", 200, 1, 10_000_000),
     };
     if delay.min_delay_ms > delay.max_delay_ms {
         r.fail(
@@ -469,6 +494,43 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
             "must not be below HEDGE_5XX_REDUCE_RATE",
         );
     }
+    let client_defaults = PopClientParams::default();
+    let aggregate_defaults = PopParams::default();
+    let pop = PopConfig {
+        client: PopClientParams {
+            push_interval_ms: r.number(
+                "HEDGE_POP_PUSH_INTERVAL_MS",
+                client_defaults.push_interval_ms,
+                100.0,
+                3_600_000.0,
+            ),
+            push_every_requests: r.integer(
+                "HEDGE_POP_PUSH_EVERY_REQUESTS",
+                client_defaults.push_every_requests,
+                1,
+                10_000_000,
+            ),
+            // Answers are used for one latency window.
+            stale_ms: estimator.window.window_ms,
+            ..client_defaults
+        },
+        aggregate: PopParams {
+            window: estimator.window,
+            max_keys: r.integer(
+                "HEDGE_POP_MAX_KEYS",
+                aggregate_defaults.max_keys as u64,
+                1,
+                100_000,
+            ) as usize,
+            idle_ms: r.number("HEDGE_POP_IDLE_SECS", 600.0, 1.0, 86_400.0 * 30.0) * 1000.0,
+        },
+        timeout_ms: r.number("HEDGE_POP_TIMEOUT_MS", 1_000.0, 1.0, 60_000.0),
+        fallback_name: r
+            .raw("HEDGE_POP_FALLBACK_NAME")
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| "default".to_string()),
+    };
     let same_origin_hedge = r.boolean("HEDGE_SAME_ORIGIN_HEDGE", true);
     let cache = r.boolean("HEDGE_CACHE", true);
     let coalesce_defaults = CoalesceParams::default();
@@ -503,6 +565,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
             same_origin_hedge,
             cache,
             coalesce,
+            pop,
         })
     } else {
         Err(r.errors)

@@ -38,6 +38,9 @@ pub struct DelayParams {
     pub cold_delay_ms: f64,
     /// Samples needed before a measured quantile is trusted.
     pub min_data_points: u64,
+    /// Local samples at which the local and PoP quantiles weigh the same
+    /// (see [`crate::pop_client::blend`]).
+    pub pop_blend_samples: u64,
 }
 
 /// Where a chosen delay came from; reported in `Server-Timing`.
@@ -47,6 +50,11 @@ pub enum DelayBasis {
     Route,
     /// The origin-wide quantile (the route had too little data).
     Origin,
+    /// Mostly the PoP-wide quantile: this isolate has little data of its own
+    /// for the route (the PoP's weight is above one half).
+    Pop,
+    /// Mostly the route's own quantile, still blended with the PoP-wide one.
+    Blend,
     /// Too little data anywhere: the configured cold-start delay.
     Cold,
     /// The configured static delay.
@@ -61,6 +69,8 @@ impl DelayBasis {
         match self {
             DelayBasis::Route => "route",
             DelayBasis::Origin => "origin",
+            DelayBasis::Pop => "pop",
+            DelayBasis::Blend => "blend",
             DelayBasis::Cold => "cold",
             DelayBasis::Static => "static",
             DelayBasis::Retry => "retry",
@@ -79,8 +89,10 @@ pub struct DelayChoice {
 
 /// The hedge delay for a request, or `None` when hedging is off.
 ///
-/// Adaptive: clamp(quantile + offset, min, max) from the route's estimate if
-/// it has `min_data_points` samples, else the origin's, else the cold delay.
+/// Adaptive: clamp(quantile + offset, min, max) of, in order: the route's
+/// own estimate blended with the PoP's (when the PoP has `min_data_points`
+/// samples), the route's own if it has `min_data_points` samples, the
+/// origin's, else the cold delay.
 pub fn choose_delay(
     mode: HedgeMode,
     params: &DelayParams,
@@ -102,7 +114,21 @@ pub fn choose_delay(
                     .filter(|e| e.samples >= params.min_data_points)
                     .map(|e| (basis, e.value_ms))
             };
-            let choice = trusted(DelayBasis::Route, estimates.route)
+            let pop = trusted(DelayBasis::Pop, estimates.pop).and_then(|_| {
+                let (value, weight) = crate::pop_client::blend(
+                    estimates.route,
+                    estimates.pop,
+                    params.pop_blend_samples,
+                )?;
+                let basis = if weight >= 0.5 {
+                    DelayBasis::Blend
+                } else {
+                    DelayBasis::Pop
+                };
+                Some((basis, value))
+            });
+            let choice = pop
+                .or_else(|| trusted(DelayBasis::Route, estimates.route))
                 .or_else(|| trusted(DelayBasis::Origin, estimates.origin))
                 .map(|(basis, quantile)| DelayChoice {
                     delay_ms: (quantile + params.offset_ms)
@@ -130,10 +156,47 @@ mod tests {
         max_delay_ms: 1_000.0,
         cold_delay_ms: 250.0,
         min_data_points: 20,
+        pop_blend_samples: 200,
     };
 
     fn est(value_ms: f64, samples: u64) -> Option<QuantileEstimate> {
         Some(QuantileEstimate { value_ms, samples })
+    }
+
+    #[test]
+    fn a_cold_isolate_uses_the_pop_quantile_and_blends_toward_its_own() {
+        let pop_only = Estimates {
+            route: None,
+            origin: None,
+            pop: est(95.0, 5_000),
+        };
+        let choice = choose_delay(HedgeMode::Adaptive, &PARAMS, &pop_only).expect("adaptive");
+        assert_eq!((choice.basis, choice.delay_ms), (DelayBasis::Pop, 100.0));
+        let half = Estimates {
+            route: est(195.0, 200),
+            origin: est(195.0, 200),
+            pop: est(95.0, 5_000),
+        };
+        let choice = choose_delay(HedgeMode::Adaptive, &PARAMS, &half).expect("adaptive");
+        assert_eq!((choice.basis, choice.delay_ms), (DelayBasis::Blend, 150.0));
+        let few = Estimates {
+            route: est(195.0, 2),
+            ..half
+        };
+        let choice = choose_delay(HedgeMode::Adaptive, &PARAMS, &few).expect("adaptive");
+        assert_eq!(choice.basis, DelayBasis::Pop);
+        assert!(
+            (choice.delay_ms - 101.0).abs() < 0.01,
+            "{}",
+            choice.delay_ms
+        );
+        // A PoP estimate on too few samples is not used.
+        let thin_pop = Estimates {
+            pop: est(95.0, 19),
+            ..Estimates::default()
+        };
+        let choice = choose_delay(HedgeMode::Adaptive, &PARAMS, &thin_pop).expect("adaptive");
+        assert_eq!(choice.basis, DelayBasis::Cold);
     }
 
     #[test]
@@ -161,6 +224,7 @@ mod tests {
         let estimates = Estimates {
             route: est(80.0, 19),
             origin: est(60.0, 500),
+            pop: None,
         };
         let choice = choose_delay(HedgeMode::Adaptive, &PARAMS, &estimates).expect("adaptive");
         assert_eq!(choice.basis, DelayBasis::Origin);
@@ -172,6 +236,7 @@ mod tests {
         let estimates = Estimates {
             route: est(80.0, 20),
             origin: est(60.0, 500),
+            pop: None,
         };
         let choice = choose_delay(HedgeMode::Adaptive, &PARAMS, &estimates).expect("adaptive");
         assert_eq!(choice.basis, DelayBasis::Route);
@@ -183,10 +248,12 @@ mod tests {
         let fast = Estimates {
             route: est(1.0, 100),
             origin: None,
+            pop: None,
         };
         let slow = Estimates {
             route: est(5_000.0, 100),
             origin: None,
+            pop: None,
         };
         let d = |e| choose_delay(HedgeMode::Adaptive, &PARAMS, &e).map(|c| c.delay_ms);
         assert_eq!(d(fast), Some(10.0));
@@ -198,6 +265,7 @@ mod tests {
         let estimates = Estimates {
             route: est(80.0, 1_000),
             origin: None,
+            pop: None,
         };
         let choice = choose_delay(HedgeMode::Static { delay_ms: 10.0 }, &PARAMS, &estimates);
         assert_eq!(

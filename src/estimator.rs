@@ -37,6 +37,8 @@ pub struct Estimates {
     pub route: Option<QuantileEstimate>,
     /// From all samples of this origin.
     pub origin: Option<QuantileEstimate>,
+    /// The PoP-wide estimate for this origin and route key, when fresh.
+    pub pop: Option<QuantileEstimate>,
 }
 
 #[derive(Debug)]
@@ -94,6 +96,7 @@ impl LatencyEstimator {
         Estimates {
             route: route_estimate,
             origin: origin_estimate,
+            pop: None,
         }
     }
 

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use crate::pop_push::{
-    KeyDelta, KeyQuantile, OriginRate, Push, PushError, PushReply, PUSH_VERSION,
+    KeyDelta, KeyQuantile, OriginRate, Push, PushError, PushReply, SparseBucket, PUSH_VERSION,
 };
 use crate::sketch::{BucketCounts, LatencySketch};
 use crate::window::{WindowParams, WindowedSketch};
@@ -91,7 +91,7 @@ fn epoch(params: WindowParams, now_ms: f64) -> i64 {
 struct KeyRecord {
     last_used_ms: f64,
     /// (epoch, [index, completed, censored]...)
-    slots: Vec<(i64, Vec<(i32, u64, u64)>)>,
+    slots: Vec<(i64, Vec<SparseBucket>)>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -127,6 +127,14 @@ impl PopAggregate {
     /// Keys held.
     pub fn key_count(&self) -> usize {
         self.keys.len()
+    }
+
+    /// Samples inside the window, over every key.
+    pub fn sample_count(&mut self, now_ms: f64) -> u64 {
+        self.keys
+            .values_mut()
+            .map(|state| state.window.count(now_ms))
+            .sum()
     }
 
     /// Pushes applied since the state began (it survives restarts).

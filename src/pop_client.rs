@@ -123,8 +123,13 @@ impl PopClient {
         if !self.params.enabled {
             return;
         }
-        if let Some(sketch) = self.delta.get_mut(&(origin, route.to_string())) {
+        let key = (origin, route.to_string());
+        if let Some(sketch) = self.delta.get_mut(&key) {
             sketch.record(sample);
+        } else if self.delta.len() < MAX_PUSH_KEYS {
+            let mut sketch = LatencySketch::new();
+            sketch.record(sample);
+            self.delta.insert(key, sketch);
         }
     }
 

@@ -29,6 +29,9 @@ pub const MAX_PUSH_BYTES: usize = 1 << 20;
 /// Latencies above this (ms) are outside any sane sketch; their buckets are rejected.
 const MAX_LATENCY_MS: f64 = 3_600_000.0;
 
+/// One sketch bucket on the wire: (index, completed, censored).
+pub type SparseBucket = (i32, u64, u64);
+
 /// One (origin, route key)'s latency samples since the last push. An empty
 /// `buckets` still asks for the key's PoP quantile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,7 +42,7 @@ pub struct KeyDelta {
     /// Route key.
     pub route: String,
     /// Sparse buckets: `[index, completed, censored]`.
-    pub buckets: Vec<(i32, u64, u64)>,
+    pub buckets: Vec<SparseBucket>,
 }
 
 /// One origin's responses since the last push.
@@ -329,7 +332,8 @@ mod tests {
 
     #[test]
     fn out_of_range_fields_are_rejected() {
-        let cases: Vec<(Box<dyn Fn(&mut Push)>, &str)> = vec![
+        type Mutation = Box<dyn Fn(&mut Push)>;
+        let cases: Vec<(Mutation, &str)> = vec![
             (Box::new(|p| p.version = 2), "version 2"),
             (Box::new(|p| p.quantile = 1.5), "quantile"),
             (

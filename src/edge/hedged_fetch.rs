@@ -172,7 +172,11 @@ pub(crate) async fn run(
                     }
                 };
                 let origin = leg_report.origin;
-                isolate::with_ready(|ready| ready.gate.record(origin, health, now));
+                isolate::with_ready(|ready| {
+                    ready.gate.record(origin, health, now);
+                    let server_error = !matches!(health, Outcome::Success);
+                    ready.pop.record_response(origin, server_error);
+                });
                 responses[leg_index(leg)] = result.ok();
                 race.leg_finished(leg, outcome)
             }
@@ -224,6 +228,7 @@ pub(crate) async fn run(
                     hedge_fut = fetch.boxed_local().fuse();
                     report.hedge.started_ms = Some(now);
                     report.hedge_sent = true;
+                    isolate::with_ready(|ready| ready.pop.record_hedge());
                     race.hedge_started();
                     Step::Wait
                 }
@@ -325,7 +330,10 @@ fn cut_short(plan: &RacePlan, report: &mut RaceReport, leg: Leg, now_ms: f64, wh
     leg_report.aborted = true;
     let origin = leg_report.origin;
     isolate::with_ready(|ready| match why {
-        CutShort::TimedOut => ready.gate.record(origin, Outcome::Unreachable, now_ms),
+        CutShort::TimedOut => {
+            ready.gate.record(origin, Outcome::Unreachable, now_ms);
+            ready.pop.record_response(origin, true);
+        }
         CutShort::Lost => ready.gate.abandoned(origin, now_ms),
     });
 }
@@ -344,6 +352,9 @@ fn record(plan: &RacePlan, report: &RaceReport, leg: Leg, now_ms: f64, censored:
     isolate::with_ready(|ready| {
         ready
             .estimator
-            .record(leg_report.origin, &plan.route, sample, now_ms)
+            .record(leg_report.origin, &plan.route, sample, now_ms);
+        ready
+            .pop
+            .record_sample(leg_report.origin, &plan.route, sample);
     });
 }

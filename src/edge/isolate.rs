@@ -1,5 +1,6 @@
 //! Per-isolate state: the parsed configuration, the latency estimator, the
-//! hedge gate (budget and origin health), cache routes and coalesced flights.
+//! hedge gate (budget and origin health), cache routes, coalesced flights
+//! and the view of the PoP aggregate.
 //!
 //! An isolate handles one request at a time between awaits, so a
 //! `thread_local` `RefCell` is enough; borrows never span an await.
@@ -15,6 +16,7 @@ use worker::Env;
 use crate::cache_policy::CacheRoutes;
 use crate::coalesce::Coalescer;
 use crate::config::{self, ConfigError, Params};
+use crate::pop_client::{PopClient, PopClientParams};
 
 /// Routes never seen to produce a storable response are looked up in the
 /// cache one request in this many.
@@ -30,6 +32,7 @@ pub(crate) struct Ready {
     pub(crate) gate: HedgeGate,
     pub(crate) cache_routes: CacheRoutes,
     pub(crate) coalescer: Coalescer,
+    pub(crate) pop: PopClient,
 }
 
 #[derive(Debug)]
@@ -53,6 +56,10 @@ pub(crate) fn params(env: &Env, now_ms: f64) -> Result<Rc<Params>, Rc<Vec<Config
                 gate: HedgeGate::new(&params, now_ms),
                 cache_routes: CacheRoutes::new(CACHE_PROBE_EVERY),
                 coalescer: Coalescer::new(params.coalesce),
+                pop: PopClient::new(PopClientParams {
+                    enabled: super::pop_sync::configured(env),
+                    ..params.pop.client
+                }),
                 params: Rc::new(params),
             })),
             Err(errors) => Isolate::Invalid(Rc::new(errors)),
@@ -74,7 +81,7 @@ pub(crate) fn with_ready<R>(f: impl FnOnce(&mut Ready) -> R) -> Option<R> {
 
 /// Every `HEDGE_*` var as text. Structured vars (a TOML table or array in
 /// `[vars]`) arrive as objects and are turned back into JSON.
-fn read_vars(env: &Env) -> BTreeMap<String, String> {
+pub(crate) fn read_vars(env: &Env) -> BTreeMap<String, String> {
     let env_value: &JsValue = env.as_ref();
     let mut vars = BTreeMap::new();
     let Some(object) = env_value.dyn_ref::<Object>() else {

@@ -13,6 +13,8 @@ mod edge_cache;
 mod hedged_fetch;
 mod isolate;
 mod leg;
+mod pop_object;
+mod pop_sync;
 mod reply;
 mod request_body;
 
@@ -153,28 +155,35 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         },
     };
 
+    let hedgeable = matches!(decision, Eligibility::Hedgeable { .. });
+    isolate::with_ready(|ready| ready.pop.note_request(primary, &route, hedgeable));
     let (delay, hedge_skip) = match decision {
         Eligibility::NotHedgeable(reason) => (None, Some(reason.as_str())),
-        Eligibility::Hedgeable { .. } => {
-            let delay = isolate::with_ready(|ready| {
-                // Only the adaptive mode reads the estimates.
-                let estimates = match params.mode {
-                    HedgeMode::Adaptive => {
-                        ready
-                            .estimator
-                            .estimates(primary, &route, params.delay.quantile, start_ms)
-                    }
-                    _ => Estimates::default(),
-                };
-                let choice = choose_delay(params.mode, &params.delay, &estimates);
-                if choice.is_some() {
-                    ready.gate.deposit(start_ms);
-                }
-                choice
-            })
-            .flatten();
-            (delay, delay.is_none().then_some("off"))
-        }
+        Eligibility::Hedgeable { .. } => isolate::with_ready(|ready| {
+            // The PoP as a whole is over the budget: no hedging here until it is back under.
+            if ready
+                .pop
+                .over_budget(params.budget.percent / 100.0, start_ms)
+            {
+                return (None, Some("pop_budget"));
+            }
+            // Only the adaptive mode reads the estimates.
+            let estimates = match params.mode {
+                HedgeMode::Adaptive => Estimates {
+                    pop: ready.pop.estimate(primary, &route, start_ms),
+                    ..ready
+                        .estimator
+                        .estimates(primary, &route, params.delay.quantile, start_ms)
+                },
+                _ => Estimates::default(),
+            };
+            let choice = choose_delay(params.mode, &params.delay, &estimates);
+            if choice.is_some() {
+                ready.gate.deposit(start_ms);
+            }
+            (choice, choice.is_none().then_some("off"))
+        })
+        .unwrap_or((None, Some("off"))),
     };
 
     let mut outbound = OutboundRequest {
@@ -213,7 +222,9 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         start_ms,
         now_ms: now_ms(),
     };
-    reply::race_response(&params, &plan, report, &request_id, timing)
+    let response = reply::race_response(&params, &plan, report, &request_id, timing);
+    pop_sync::maybe_push(&ctx, &env, &req, &params);
+    response
 }
 
 /// A random 128-bit request id in hex.

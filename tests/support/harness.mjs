@@ -17,8 +17,8 @@ export async function origin(name, handle) {
 }
 
 /** Starts the built Worker with these vars, stopped after the file's tests. */
-export async function worker(vars) {
-  const w = await startWorker(vars);
+export async function worker(vars, extra) {
+  const w = await startWorker(vars, extra);
   cleanups.push(() => w.dispose());
   return w;
 }

@@ -5,20 +5,39 @@ import { Miniflare } from "miniflare";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
+/** Miniflare options that bind the PoP aggregator Durable Object (SQLite-backed). */
+export function popAggregator({ persistDir } = {}) {
+  return {
+    // The aggregator is named from cf.colo; a fixed one keeps the name known.
+    cf: { colo: "TST" },
+    durableObjects: { POP_AGGREGATOR: { className: "PopAggregator", useSQLite: true } },
+    ...(persistDir ? { durableObjectsPersist: persistDir } : {}),
+  };
+}
+
 /** Starts the Worker with these vars (objects are passed as JSON text). */
 export async function startWorker(vars, extra = {}) {
+  const mf = new Miniflare({ ...workerOptions(vars), ...extra });
+  return wrap(mf);
+}
+
+/** Miniflare options for the built Worker with these vars. */
+export function workerOptions(vars) {
   const bindings = {};
   for (const [k, v] of Object.entries(vars)) {
     bindings[k] = typeof v === "string" ? v : JSON.stringify(v);
   }
-  const mf = new Miniflare({
+  return {
     scriptPath: path.join(root, "build/index.js"),
     modules: true,
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"], fallthrough: true }],
     compatibilityDate: "2026-07-01",
     bindings,
-    ...extra,
-  });
+  };
+}
+
+/** Test helpers around a started Miniflare whose first worker is the built Worker. */
+export async function wrap(mf) {
   const url = await mf.ready;
   return {
     mf,
@@ -26,6 +45,12 @@ export async function startWorker(vars, extra = {}) {
     url: url.toString().replace(/\/$/, ""),
     fetch: (pathAndQuery, init) => mf.dispatchFetch(`http://edge.test${pathAndQuery}`, init),
     dispose: () => mf.dispose(),
+    /** The PoP aggregator's stats for `name` (needs the popAggregator options). */
+    popStats: async (name = "TST") => {
+      const ns = await mf.getDurableObjectNamespace("POP_AGGREGATOR");
+      const res = await ns.get(ns.idFromName(name)).fetch("http://pop/stats");
+      return res.json();
+    },
   };
 }
 

@@ -1,0 +1,136 @@
+// The PoP aggregator Durable Object: a fresh isolate hedges on the PoP's
+// quantiles, the aggregate survives a runtime restart, and a failing or
+// hanging aggregator changes nothing for requests.
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { Miniflare } from "miniflare";
+import { origins, popAggregator, serverTiming, startWorker, workerOptions, wrap } from "./support/worker.mjs";
+import { origin } from "./support/harness.mjs";
+
+const dirs = [];
+after(async () => {
+  for (const d of dirs) await fs.rm(d, { recursive: true, force: true });
+});
+
+async function tempDir() {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), "hedgehog-pop-"));
+  dirs.push(dir);
+  return dir;
+}
+
+/** Hedge-delay entry of a response's Server-Timing. */
+async function hedgeDelay(res) {
+  await res.arrayBuffer();
+  return serverTiming(res.headers.get("server-timing"))["hedge-delay"];
+}
+
+const VARS = {
+  // A cold default far from the origins' ~30 ms, so its use is unmistakable.
+  HEDGE_COLD_DELAY_MS: "5000",
+  HEDGE_MIN_DATA_POINTS: "20",
+  HEDGE_POP_PUSH_EVERY_REQUESTS: "10",
+};
+
+test("a fresh isolate hedges on the PoP delay from the aggregator, which survives a runtime restart", async () => {
+  const a = await origin("a", () => ({ delayMs: 30 }));
+  const b = await origin("b", () => ({ delayMs: 30 }));
+  const persistDir = await tempDir();
+  const vars = { HEDGE_ORIGINS: origins(a, b), ...VARS };
+
+  // First runtime: traffic until the aggregator holds enough samples.
+  const first = await startWorker(vars, popAggregator({ persistDir }));
+  let stats = { samples: 0 };
+  for (let i = 0; i < 200 && stats.samples < 40; i++) {
+    const res = await first.fetch(`/api/item/${i}`);
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+    if (i % 10 === 9) stats = await first.popStats();
+  }
+  assert.ok(stats.samples >= 40, `aggregator holds ${stats.samples} samples`);
+  await first.dispose();
+
+  // Second runtime, same storage: new isolate, new aggregator instance.
+  const second = await startWorker(vars, popAggregator({ persistDir }));
+  try {
+    const cold = await hedgeDelay(await second.fetch("/api/item/first"));
+    assert.equal(cold.desc, "cold", "nothing known before the first push's reply");
+    assert.equal(cold.dur, 5000);
+    let delay = cold;
+    for (let i = 0; i < 50 && delay.desc === "cold"; i++) {
+      delay = await hedgeDelay(await second.fetch(`/api/item/next-${i}`));
+    }
+    assert.equal(delay.desc, "pop", JSON.stringify(delay));
+    assert.ok(delay.dur >= 25 && delay.dur < 1000, `PoP delay ${delay.dur} ms`);
+    const restored = await second.popStats();
+    assert.ok(restored.pushes > stats.pushes, `pushes ${stats.pushes} -> ${restored.pushes}`);
+  } finally {
+    await second.dispose();
+  }
+});
+
+test("a bad push body is rejected with a clear error and changes nothing", async () => {
+  const a = await origin("a", () => ({}));
+  const w = await startWorker({ HEDGE_ORIGINS: origins(a) }, popAggregator());
+  try {
+    const ns = await w.mf.getDurableObjectNamespace("POP_AGGREGATOR");
+    const stub = ns.get(ns.idFromName("TST"));
+    const before = await (await stub.fetch("http://pop/stats")).json();
+    const res = await stub.fetch("http://pop/push", { method: "POST", body: '{"version":1,"quantile":0.95,"elig' });
+    assert.equal(res.status, 400);
+    const body = await res.json();
+    assert.equal(body.error, "invalid_push");
+    assert.match(body.message, /not a push body/);
+    const after = await (await stub.fetch("http://pop/stats")).json();
+    assert.deepEqual(after, before);
+  } finally {
+    await w.dispose();
+  }
+});
+
+// Aggregators that fail: one throws, one never answers.
+const BROKEN = `
+export class Throws { async fetch() { throw new Error("aggregator is down"); } }
+export class Hangs { async fetch() { await new Promise(() => {}); } }
+export default { fetch() { return new Response("broken aggregators"); } };
+`;
+
+for (const className of ["Throws", "Hangs"]) {
+  test(`with an aggregator that ${className.toLowerCase()}, requests succeed and hedge on local data`, async () => {
+    // Every 30th primary answer is slow (3%, above the p95 hedge delay):
+    // 1 s, far above the ~10 ms the other answers take.
+    let n = 0;
+    const a = await origin("a", () => ({ delayMs: n++ % 30 === 29 ? 1_000 : 10 }));
+    const b = await origin("b", () => ({ delayMs: 10 }));
+    const edge = workerOptions({ HEDGE_ORIGINS: origins(a, b), ...VARS, HEDGE_POP_TIMEOUT_MS: "200" });
+    const mf = new Miniflare({
+      workers: [
+        {
+          ...edge,
+          name: "edge",
+          durableObjects: { POP_AGGREGATOR: { className, scriptName: "broken", useSQLite: true } },
+        },
+        { name: "broken", modules: true, script: BROKEN, compatibilityDate: "2026-07-01", durableObjects: { T: { className: "Throws", useSQLite: true }, H: { className: "Hangs", useSQLite: true } } },
+      ],
+    });
+    const w = await wrap(mf);
+    try {
+      const delays = [];
+      let hedgeWins = 0;
+      for (let i = 0; i < 120; i++) {
+        const res = await w.fetch(`/api/x/${i}`);
+        assert.equal(res.status, 200, `request ${i}`);
+        if (res.headers.get("x-hedge") === "hedge") hedgeWins++;
+        delays.push(await hedgeDelay(res));
+      }
+      const last = delays.at(-1);
+      assert.equal(last.desc, "route", JSON.stringify(last));
+      assert.ok(last.dur < 500, `local delay ${last.dur}`);
+      assert.ok(hedgeWins >= 2, `${hedgeWins} hedges won`);
+    } finally {
+      await w.dispose();
+    }
+  });
+}
