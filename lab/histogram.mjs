@@ -53,6 +53,12 @@ export class Histogram {
     }
     return points;
   }
+  /** Adds every count of `other` into this histogram. */
+  merge(other) {
+    for (const [i, c] of other.counts) this.counts.set(i, (this.counts.get(i) ?? 0) + c);
+    this.total += other.total;
+    if (other.max > this.max) this.max = other.max;
+  }
   toJSON() {
     return { counts: [...this.counts.entries()], total: this.total, max: this.max };
   }

@@ -5,6 +5,7 @@
 //   node lab/run.mjs [--scenario heavy-tail|gc-pause|bimodal-cache|slow-origin|fast-503|all|none]
 //                    [--rate 200] [--seconds 15] [--warmup 3] [--seed 1] [--out lab-results]
 //                    [--overhead] [--overhead-seconds 4] [--overhead-rounds 5] [--health-off]
+//                    [--pop] [--pop-rate 50] [--pop-isolates 8] [--pop-seconds 2]
 import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -16,6 +17,7 @@ import { oracleBound } from "./oracle.mjs";
 import { markdownTable, percentileSvg } from "./report.mjs";
 import { originModel, scenario, SCENARIO_NAMES } from "./scenarios.mjs";
 import { startWorker } from "../tests/support/worker.mjs";
+import { popMarkdown, runColdIsolates } from "./pop-lab.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -244,7 +246,7 @@ async function startJsPassthrough(originUrl) {
   return { url, dispose: () => mf.dispose() };
 }
 
-function writeReports(out, reports, overhead) {
+function writeReports(out, reports, overhead, pop = null) {
   mkdirSync(out, { recursive: true });
   const md = [];
   for (const r of reports) {
@@ -288,11 +290,13 @@ function writeReports(out, reports, overhead) {
     }
     md.push("");
   }
+  if (pop) md.push(popMarkdown(pop));
   const text = md.join("\n");
   writeFileSync(path.join(out, "report.md"), text);
   const json = {
     reports: reports.map((r) => ({ ...r, rows: r.rows.map(({ histogram, ...rest }) => ({ ...rest, histogram: histogram.toJSON() })) })),
     overhead,
+    pop,
   };
   writeFileSync(path.join(out, "report.json"), JSON.stringify(json, null, 2));
   return text;
@@ -313,6 +317,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       "overhead-seconds": { type: "string", default: "4" },
       "overhead-rounds": { type: "string", default: "5" },
       "health-off": { type: "boolean", default: false },
+      pop: { type: "boolean", default: false },
+      "pop-rate": { type: "string", default: "50" },
+      "pop-isolates": { type: "string", default: "8" },
+      "pop-seconds": { type: "string", default: "2" },
     },
   });
   const names = values.scenario === "all" ? SCENARIO_NAMES : values.scenario === "none" ? [] : values.scenario.split(",");
@@ -330,7 +338,31 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     );
   }
   const overhead = values.overhead ? await runOverhead({ seconds: Number(values["overhead-seconds"]), rounds: Number(values["overhead-rounds"]) }) : null;
-  const text = writeReports(path.resolve(root, values.out), reports, overhead);
+  let pop = null;
+  if (values.pop) {
+    const sim = spawnJson(["lab/origin-sim.mjs", "--scenario", "heavy-tail", "--seed", values.seed], { keepAlive: true });
+    try {
+      const { origins } = await sim.firstLine;
+      pop = await runColdIsolates({
+        origins,
+        load,
+        log,
+        rate: Number(values["pop-rate"]),
+        warmSeconds: 10,
+        coldSeconds: Number(values["pop-seconds"]),
+        isolates: Number(values["pop-isolates"]),
+        // 1,000 rps through workerd is beyond this 2-core machine (workerd runs out of
+        // file descriptors as connections pile up); the push schedule at 1,000 rps is
+        // covered by `cargo run --example pop_figures`.
+        pushRates: [100, 300],
+        pushSecondsMax: 30,
+      });
+    } finally {
+      sim.child.stdin.end();
+      sim.child.kill();
+    }
+  }
+  const text = writeReports(path.resolve(root, values.out), reports, overhead, pop);
   process.stdout.write("\n" + text + "\n");
   log(`report: ${path.join(values.out, "report.md")}, every figure: ${path.join(values.out, "report.json")}, plots: ${path.join(values.out, "*.svg")}`);
   process.exit(0);

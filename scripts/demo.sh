@@ -8,4 +8,4 @@ cd "$ROOT"
 bash scripts/setup.sh
 export PATH="$NODE22_BIN:$PATH"
 bash scripts/build.sh
-node lab/run.mjs "$@"
+node lab/run.mjs --pop "$@"
