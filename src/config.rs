@@ -56,6 +56,8 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("HEDGE_POP_FALLBACK_NAME", "default", "aggregator name where the request has no cf.colo"),
     ("HEDGE_POP_MAX_KEYS", "2048", "most (origin, route key) sketches one PoP aggregator holds"),
     ("HEDGE_POP_IDLE_SECS", "600", "the aggregator forgets a key no push named for this long"),
+    ("HEDGE_STATS_PATH", "/__hedge/stats", "path of the stats endpoint (JSON); served only when HEDGE_STATS_TOKEN is set"),
+    ("HEDGE_STATS_TOKEN", "none", "bearer token for the stats endpoint, at least 16 characters; set it as a secret (wrangler secret put HEDGE_STATS_TOKEN), never in [vars]"),
     ("HEDGE_SAME_ORIGIN_HEDGE", "true", "with no healthy peer, hedge to the primary itself on a new request (false: do not hedge)"),
     ("HEDGE_HEALTH_CONSECUTIVE_FAILURES", "5", "failures in a row (connection error, timeout, 5xx) that mark an origin degraded"),
     ("HEDGE_HEALTH_FAILURE_RATE", "0.5", "failure rate over the window that marks an origin degraded"),
@@ -106,6 +108,34 @@ pub struct Params {
     pub coalesce: CoalesceParams,
     /// The PoP aggregate (used when the `POP_AGGREGATOR` binding exists).
     pub pop: PopConfig,
+    /// The stats endpoint.
+    pub stats: StatsParams,
+}
+
+/// Where the stats endpoint is and who may read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatsParams {
+    /// Request path that serves the stats.
+    pub path: String,
+    /// The bearer token; `None` leaves the path unserved (proxied like any other).
+    pub token: Option<Secret>,
+}
+
+/// A secret value: compared, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret's text, for comparison only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(..)")
+    }
 }
 
 /// Settings of the PoP aggregate, both sides.
@@ -531,6 +561,31 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
             .filter(|v| !v.is_empty())
             .unwrap_or_else(|| "default".to_string()),
     };
+    let stats = StatsParams {
+        path: match r.raw("HEDGE_STATS_PATH").map(str::trim) {
+            None => "/__hedge/stats".to_string(),
+            Some(p) if p.starts_with('/') && !p.contains(['?', '#', ' ']) => p.to_string(),
+            Some(_) => {
+                r.fail(
+                    "HEDGE_STATS_PATH",
+                    "must be a path starting with '/', without query or fragment",
+                );
+                String::new()
+            }
+        },
+        token: match r.raw("HEDGE_STATS_TOKEN").map(str::trim) {
+            None | Some("") => None,
+            Some(t) if t.len() >= 16 => Some(Secret(t.to_string())),
+            Some(_) => {
+                // The value itself is never echoed in the error.
+                r.fail(
+                    "HEDGE_STATS_TOKEN",
+                    "must be at least 16 characters (a guessable token exposes origin names and traffic)",
+                );
+                None
+            }
+        },
+    };
     let same_origin_hedge = r.boolean("HEDGE_SAME_ORIGIN_HEDGE", true);
     let cache = r.boolean("HEDGE_CACHE", true);
     let coalesce_defaults = CoalesceParams::default();
@@ -566,6 +621,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
             cache,
             coalesce,
             pop,
+            stats,
         })
     } else {
         Err(r.errors)

@@ -152,6 +152,11 @@ impl HedgeGate {
         }
     }
 
+    /// Tokens in the global hedge budget now (for stats).
+    pub fn budget_tokens(&mut self, now_ms: f64) -> f64 {
+        self.budget.tokens(now_ms)
+    }
+
     /// Whether `origin` is healthy (for stats and tests).
     pub fn is_healthy(&self, origin: usize) -> bool {
         self.health.get(origin).is_some_and(|h| h.is_healthy())

@@ -31,5 +31,6 @@ pub mod pop_client;
 pub mod pop_push;
 pub mod race;
 pub mod route_key;
+pub mod route_stats;
 pub mod sketch;
 pub mod window;

@@ -257,6 +257,11 @@ impl PopClient {
         })
     }
 
+    /// Whether an aggregator is configured.
+    pub fn enabled(&self) -> bool {
+        self.params.enabled
+    }
+
     /// Push counters.
     pub fn counts(&self) -> PushCounts {
         self.counts

@@ -17,6 +17,7 @@ use crate::cache_policy::CacheRoutes;
 use crate::coalesce::Coalescer;
 use crate::config::{self, ConfigError, Params};
 use crate::pop_client::{PopClient, PopClientParams};
+use crate::route_stats::RouteStats;
 
 /// Routes never seen to produce a storable response are looked up in the
 /// cache one request in this many.
@@ -33,6 +34,7 @@ pub(crate) struct Ready {
     pub(crate) cache_routes: CacheRoutes,
     pub(crate) coalescer: Coalescer,
     pub(crate) pop: PopClient,
+    pub(crate) route_stats: RouteStats,
 }
 
 #[derive(Debug)]
@@ -56,6 +58,7 @@ pub(crate) fn params(env: &Env, now_ms: f64) -> Result<Rc<Params>, Rc<Vec<Config
                 gate: HedgeGate::new(&params, now_ms),
                 cache_routes: CacheRoutes::new(CACHE_PROBE_EVERY),
                 coalescer: Coalescer::new(params.coalesce),
+                route_stats: RouteStats::new(params.estimator.max_route_keys),
                 pop: PopClient::new(PopClientParams {
                     enabled: super::pop_sync::configured(env),
                     ..params.pop.client

@@ -17,6 +17,7 @@ mod pop_object;
 mod pop_sync;
 mod reply;
 mod request_body;
+mod stats_page;
 
 use worker::{console_error, event, js_sys, web_sys, Context, Env};
 
@@ -28,7 +29,9 @@ use crate::delay_policy::{choose_delay, HedgeMode};
 use crate::eligibility::{eligibility, Eligibility, NotHedgeableReason, RequestFacts};
 use crate::estimator::Estimates;
 use crate::outbound::{path_and_query, valid_request_id, REQUEST_ID_HEADER};
+use crate::race::Leg;
 use crate::route_key::route_key;
+use crate::route_stats::RaceSummary;
 use hedged_fetch::{RaceEnd, RacePlan};
 use leg::{OutboundBody, OutboundRequest};
 use reply::{CacheServe, Timing};
@@ -60,6 +63,17 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         return reply::bad_request("the request URL could not be parsed", &request_id);
     };
     let method = req.method();
+    if path == params.stats.path {
+        if let Some(response) = stats_page::respond(
+            &params,
+            &method,
+            header("authorization").as_deref(),
+            &request_id,
+            start_ms,
+        ) {
+            return response;
+        }
+    }
 
     let content_length = match header("content-length") {
         Some(v) => match v.trim().parse::<u64>() {
@@ -201,6 +215,12 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         query: query.map(str::to_string),
     };
     let report = hedged_fetch::run(&params, &plan, &mut outbound, now_ms).await?;
+    let summary = race_summary(&report, now_ms());
+    isolate::with_ready(|ready| {
+        ready
+            .route_stats
+            .record(plan.primary, &plan.route, &summary)
+    });
     if let (true, RaceEnd::Won(_, response)) = (cacheable, &report.end) {
         let headers = response.headers();
         let storable = response_storable(&CacheResponseFacts {
@@ -225,6 +245,23 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     let response = reply::race_response(&params, &plan, report, &request_id, timing);
     pop_sync::maybe_push(&ctx, &env, &req, &params);
     response
+}
+
+/// What a finished race contributes to the stats.
+fn race_summary(report: &hedged_fetch::RaceReport, now_ms: f64) -> RaceSummary {
+    let legs = [&report.primary, &report.hedge];
+    let elapsed = |leg: &hedged_fetch::LegReport| leg.elapsed_ms(now_ms).unwrap_or(0.0);
+    let error = match &report.end {
+        RaceEnd::Won(_, response) => response.status() >= 500,
+        _ => true,
+    };
+    RaceSummary {
+        hedge_sent: report.hedge_sent,
+        hedge_won: matches!(report.end, RaceEnd::Won(Leg::Hedge, _)),
+        error,
+        wasted_ms: legs.iter().filter(|l| l.aborted).map(|l| elapsed(l)).sum(),
+        origin_ms: legs.iter().map(|l| elapsed(l)).sum(),
+    }
 }
 
 /// A random 128-bit request id in hex.

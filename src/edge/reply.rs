@@ -167,6 +167,43 @@ pub(crate) fn config_error_response(errors: &[ConfigError]) -> worker::Result<we
     json_response(500, &body, &[])
 }
 
+#[derive(Serialize)]
+struct SimpleErrorJson<'a> {
+    error: &'static str,
+    message: &'static str,
+    request_id: &'a str,
+}
+
+/// A 401 for the stats endpoint without the right bearer token.
+pub(crate) fn unauthorized(request_id: &str) -> worker::Result<web_sys::Response> {
+    let body = SimpleErrorJson {
+        error: "unauthorized",
+        message: "this path needs Authorization: Bearer <HEDGE_STATS_TOKEN>",
+        request_id,
+    };
+    json_response(
+        401,
+        &body,
+        &[
+            ("www-authenticate", "Bearer"),
+            ("cache-control", "no-store"),
+        ],
+    )
+}
+
+/// A 405 naming the allowed method.
+pub(crate) fn method_not_allowed(
+    allow: &'static str,
+    request_id: &str,
+) -> worker::Result<web_sys::Response> {
+    let body = SimpleErrorJson {
+        error: "method_not_allowed",
+        message: "the stats endpoint answers GET only",
+        request_id,
+    };
+    json_response(405, &body, &[("allow", allow)])
+}
+
 /// A 400 for a request the Worker cannot forward.
 pub(crate) fn bad_request(message: &str, request_id: &str) -> worker::Result<web_sys::Response> {
     let body = ErrorJson {
@@ -178,7 +215,7 @@ pub(crate) fn bad_request(message: &str, request_id: &str) -> worker::Result<web
     json_response(400, &body, &[(REQUEST_ID_HEADER, request_id)])
 }
 
-fn json_response<T: Serialize>(
+pub(crate) fn json_response<T: Serialize>(
     status: u16,
     body: &T,
     headers: &[(&str, &str)],

@@ -1,0 +1,153 @@
+//! The stats endpoint: what this isolate knows, as JSON, behind a bearer
+//! token. Served only when a token is configured; compared in constant time.
+
+use serde::Serialize;
+use worker::web_sys;
+
+use super::{isolate, reply};
+use crate::config::Params;
+use crate::route_stats::{bearer_matches, RouteCounters};
+
+#[derive(Serialize)]
+struct StatsJson<'a> {
+    /// The quantile the adaptive delay hedges at.
+    hedge_quantile: f64,
+    budget_tokens: f64,
+    origins: Vec<OriginJson<'a>>,
+    routes: Vec<RouteJson<'a>>,
+    /// Requests on route keys beyond the tracked bound.
+    untracked_routes: CountersJson,
+    pop: PopJson,
+}
+
+#[derive(Serialize)]
+struct OriginJson<'a> {
+    name: &'a str,
+    zone: Option<&'a str>,
+    degraded: bool,
+    /// The origin-wide local quantile in use, ms.
+    local_quantile_ms: Option<f64>,
+    local_samples: u64,
+}
+
+#[derive(Serialize)]
+struct RouteJson<'a> {
+    origin: &'a str,
+    route: &'a str,
+    local_quantile_ms: Option<f64>,
+    local_samples: u64,
+    pop_quantile_ms: Option<f64>,
+    pop_samples: u64,
+    #[serde(flatten)]
+    counters: CountersJson,
+}
+
+#[derive(Serialize)]
+struct CountersJson {
+    requests: u64,
+    hedges_sent: u64,
+    hedges_won: u64,
+    /// Hedges won per hedge sent.
+    win_ratio: Option<f64>,
+    errors: u64,
+    /// Origin work on legs cut short (losers, timeouts), ms.
+    wasted_origin_ms: f64,
+    /// That work as a share of all origin work on these requests.
+    wasted_origin_fraction: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct PopJson {
+    enabled: bool,
+    pushes_succeeded: u64,
+    pushes_failed: u64,
+    failing_in_a_row: u32,
+    last_push_bytes: u64,
+    over_budget: bool,
+}
+
+fn counters(c: &RouteCounters) -> CountersJson {
+    CountersJson {
+        requests: c.requests,
+        hedges_sent: c.hedges_sent,
+        hedges_won: c.hedges_won,
+        win_ratio: (c.hedges_sent > 0).then(|| c.hedges_won as f64 / c.hedges_sent as f64),
+        errors: c.errors,
+        wasted_origin_ms: c.wasted_ms,
+        wasted_origin_fraction: (c.origin_ms > 0.0).then(|| c.wasted_ms / c.origin_ms),
+    }
+}
+
+/// The stats response for a request to the stats path, or `None` when the
+/// path is not served (no token configured).
+pub(crate) fn respond(
+    params: &Params,
+    method: &str,
+    authorization: Option<&str>,
+    request_id: &str,
+    now_ms: f64,
+) -> Option<worker::Result<web_sys::Response>> {
+    let token = params.stats.token.as_ref()?;
+    if !bearer_matches(authorization, token.expose()) {
+        return Some(reply::unauthorized(request_id));
+    }
+    if method != "GET" {
+        return Some(reply::method_not_allowed("GET", request_id));
+    }
+    let q = params.delay.quantile;
+    let body = isolate::with_ready(|ready| {
+        let origins = params
+            .origins
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let e = ready.estimator.estimates(i, "", q, now_ms).origin;
+                OriginJson {
+                    name: &o.name,
+                    zone: o.zone.as_deref(),
+                    degraded: !ready.gate.is_healthy(i),
+                    local_quantile_ms: e.map(|e| e.value_ms),
+                    local_samples: e.map_or(0, |e| e.samples),
+                }
+            })
+            .collect();
+        let routes = ready
+            .route_stats
+            .keys()
+            .map(|((origin, route), c)| {
+                let local = ready.estimator.estimates(*origin, route, q, now_ms).route;
+                let pop = ready.pop.estimate(*origin, route, now_ms);
+                RouteJson {
+                    origin: params.origins.get(*origin).map_or("?", |o| o.name.as_str()),
+                    route,
+                    local_quantile_ms: local.map(|e| e.value_ms),
+                    local_samples: local.map_or(0, |e| e.samples),
+                    pop_quantile_ms: pop.map(|e| e.value_ms),
+                    pop_samples: pop.map_or(0, |e| e.samples),
+                    counters: counters(c),
+                }
+            })
+            .collect();
+        let push = ready.pop.counts();
+        let json = StatsJson {
+            hedge_quantile: q,
+            budget_tokens: ready.gate.budget_tokens(now_ms),
+            origins,
+            routes,
+            untracked_routes: counters(ready.route_stats.overflow()),
+            pop: PopJson {
+                enabled: ready.pop.enabled(),
+                pushes_succeeded: push.succeeded,
+                pushes_failed: push.failed,
+                failing_in_a_row: push.failing_in_a_row,
+                last_push_bytes: push.last_push_bytes,
+                over_budget: ready.pop.over_budget(params.budget.percent / 100.0, now_ms),
+            },
+        };
+        serde_json::to_value(&json)
+    })?;
+    Some(match body {
+        Ok(value) => reply::json_response(200, &value, &[("cache-control", "no-store")]),
+        Err(e) => Err(worker::Error::RustError(e.to_string())),
+    })
+}

@@ -1,0 +1,72 @@
+// The stats endpoint: served only with a configured bearer token, refused
+// without the right one, and reporting hedges, wins and wasted origin work.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { origins } from "./support/worker.mjs";
+import { origin, worker } from "./support/harness.mjs";
+
+const TOKEN = "test-token-0123456789abcdef";
+
+test("without a token the stats path is not served: it goes to the origin like any path", async () => {
+  const a = await origin("a", () => ({}));
+  const w = await worker({ HEDGE_ORIGINS: origins(a) });
+  const res = await w.fetch("/__hedge/stats", { headers: { authorization: `Bearer ${TOKEN}` } });
+  assert.equal(await res.text(), "a:/__hedge/stats");
+  assert.equal(a.requests.length, 1);
+});
+
+test("the stats need the exact bearer token and report hedges, wins and wasted work", async () => {
+  // The first primary request hangs for 2 s, far past the 50 ms static hedge delay.
+  let n = 0;
+  const a = await origin("a", () => ({ delayMs: n++ === 0 ? 2_000 : 1 }));
+  const b = await origin("b", () => ({ delayMs: 1 }));
+  const w = await worker({
+    HEDGE_ORIGINS: origins(a, b),
+    HEDGE_MODE: "static",
+    HEDGE_STATIC_DELAY_MS: "50",
+    HEDGE_STATS_TOKEN: TOKEN,
+  });
+  for (const headers of [{}, { authorization: "Bearer wrong-token-0123456789abcd" }, { authorization: TOKEN }]) {
+    const res = await w.fetch("/__hedge/stats", { headers });
+    assert.equal(res.status, 401, JSON.stringify(headers));
+    assert.equal(res.headers.get("www-authenticate"), "Bearer");
+    assert.equal((await res.json()).error, "unauthorized");
+  }
+  const first = await w.fetch("/api/slow");
+  await first.text();
+  assert.equal(first.headers.get("x-hedge"), "hedge");
+  for (let i = 0; i < 3; i++) await (await w.fetch(`/api/fast/${i}`)).text();
+  assert.equal(a.requests.length + b.requests.length, 5, "stats requests never reach an origin");
+
+  const res = await w.fetch("/__hedge/stats", { headers: { authorization: `Bearer ${TOKEN}` } });
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get("cache-control"), "no-store");
+  const stats = await res.json();
+  const api = stats.routes.find((r) => r.origin === "a" && r.route === "/api");
+  assert.ok(api, JSON.stringify(stats.routes));
+  assert.equal(api.requests, 4);
+  assert.equal(api.hedges_sent, 1);
+  assert.equal(api.hedges_won, 1);
+  assert.equal(api.win_ratio, 1);
+  assert.ok(api.wasted_origin_ms >= 40, `wasted ${api.wasted_origin_ms}`);
+  assert.deepEqual(
+    stats.origins.map((o) => [o.name, o.degraded]),
+    [["a", false], ["b", false]],
+  );
+  assert.equal(typeof stats.budget_tokens, "number");
+  assert.equal(stats.pop.enabled, false);
+
+  const post = await w.fetch("/__hedge/stats", { method: "POST", headers: { authorization: `Bearer ${TOKEN}` } });
+  assert.equal(post.status, 405);
+  await post.text();
+});
+
+test("a short stats token is a configuration error, and the error does not echo it", async () => {
+  const a = await origin("a", () => ({}));
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_STATS_TOKEN: "short-secret" });
+  const res = await w.fetch("/anything");
+  assert.equal(res.status, 500);
+  const text = await res.text();
+  assert.match(text, /HEDGE_STATS_TOKEN/);
+  assert.doesNotMatch(text, /short-secret/);
+});
