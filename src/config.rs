@@ -17,6 +17,7 @@ use crate::estimator::EstimatorParams;
 use crate::health::HealthParams;
 use crate::pop_aggregate::PopParams;
 use crate::pop_client::PopClientParams;
+use crate::request_log::LogLevel;
 use crate::route_key::RouteKeyParams;
 use crate::window::WindowParams;
 
@@ -58,6 +59,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("HEDGE_POP_IDLE_SECS", "600", "the aggregator forgets a key no push named for this long"),
     ("HEDGE_STATS_PATH", "/__hedge/stats", "path of the stats endpoint (JSON); served only when HEDGE_STATS_TOKEN is set"),
     ("HEDGE_STATS_TOKEN", "none", "bearer token for the stats endpoint, at least 16 characters; set it as a secret (wrangler secret put HEDGE_STATS_TOKEN), never in [vars]"),
+    ("HEDGE_LOG_LEVEL", "error", "one JSON log line per request: off | error (5xx and failures only) | info (every request)"),
     ("HEDGE_SAME_ORIGIN_HEDGE", "true", "with no healthy peer, hedge to the primary itself on a new request (false: do not hedge)"),
     ("HEDGE_HEALTH_CONSECUTIVE_FAILURES", "5", "failures in a row (connection error, timeout, 5xx) that mark an origin degraded"),
     ("HEDGE_HEALTH_FAILURE_RATE", "0.5", "failure rate over the window that marks an origin degraded"),
@@ -110,6 +112,8 @@ pub struct Params {
     pub pop: PopConfig,
     /// The stats endpoint.
     pub stats: StatsParams,
+    /// Which requests get a JSON log line.
+    pub log_level: LogLevel,
 }
 
 /// Where the stats endpoint is and who may read it.
@@ -586,6 +590,13 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
             }
         },
     };
+    let log_level = match r.raw("HEDGE_LOG_LEVEL") {
+        None => LogLevel::Error,
+        Some(v) => LogLevel::parse(v).unwrap_or_else(|| {
+            r.fail("HEDGE_LOG_LEVEL", "must be off, error or info");
+            LogLevel::Error
+        }),
+    };
     let same_origin_hedge = r.boolean("HEDGE_SAME_ORIGIN_HEDGE", true);
     let cache = r.boolean("HEDGE_CACHE", true);
     let coalesce_defaults = CoalesceParams::default();
@@ -622,6 +633,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
             coalesce,
             pop,
             stats,
+            log_level,
         })
     } else {
         Err(r.errors)

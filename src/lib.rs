@@ -30,6 +30,7 @@ pub mod pop_aggregate;
 pub mod pop_client;
 pub mod pop_push;
 pub mod race;
+pub mod request_log;
 pub mod route_key;
 pub mod route_stats;
 pub mod sketch;

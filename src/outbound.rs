@@ -87,6 +87,48 @@ pub fn valid_request_id(value: Option<&str>) -> Option<String> {
     ok.then(|| v.to_string())
 }
 
+/// The W3C trace context of a request: its trace id and flags. Each leg is
+/// sent with its own span id under it, so the two legs of a hedged request
+/// are sibling spans of the client's span.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceContext {
+    /// 32 lowercase hex digits, not all zero.
+    pub trace_id: String,
+    /// 2 hex digits (`01`: sampled).
+    pub flags: String,
+}
+
+fn is_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Parses a `traceparent` header (W3C Trace Context level 1). Anything
+/// invalid is `None`: the spec says to start a new trace then.
+pub fn parse_traceparent(value: Option<&str>) -> Option<TraceContext> {
+    let value = value?.trim();
+    let mut parts = value.split('-');
+    let (version, trace_id, parent_id, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let valid = is_hex(version, 2)
+        && version != "ff"
+        // Version 00 has exactly four fields; later versions may add more.
+        && (version != "00" || parts.next().is_none())
+        && is_hex(trace_id, 32)
+        && trace_id.bytes().any(|b| b != b'0')
+        && is_hex(parent_id, 16)
+        && parent_id.bytes().any(|b| b != b'0')
+        && is_hex(flags, 2);
+    valid.then(|| TraceContext {
+        trace_id: trace_id.to_string(),
+        flags: flags.to_string(),
+    })
+}
+
+/// The `traceparent` for one leg: the request's trace, this leg's span.
+pub fn traceparent(trace: &TraceContext, span_id: &str) -> String {
+    format!("00-{}-{span_id}-{}", trace.trace_id, trace.flags)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +223,39 @@ mod tests {
         assert_eq!(valid_request_id(Some("x\r\ninjected: 1")), None);
         assert_eq!(valid_request_id(Some(&"a".repeat(129))), None);
         assert_eq!(valid_request_id(None), None);
+    }
+
+    #[test]
+    fn valid_traceparent_keeps_trace_and_flags() {
+        let t = parse_traceparent(Some(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        ))
+        .expect("valid");
+        assert_eq!(t.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(
+            traceparent(&t, "b7ad6b7169203331"),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01"
+        );
+        // A later version with an extra field is read by its first four.
+        assert!(parse_traceparent(Some(
+            "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra"
+        ))
+        .is_some());
+    }
+
+    #[test]
+    fn invalid_traceparent_starts_a_new_trace() {
+        for bad in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+        ] {
+            assert_eq!(parse_traceparent(Some(bad)), None, "{bad}");
+        }
     }
 }

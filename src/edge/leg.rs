@@ -13,7 +13,8 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::web_sys;
 
 use crate::outbound::{
-    connection_tokens, is_dropped_request_header, HEDGE_ATTEMPT_HEADER, REQUEST_ID_HEADER,
+    connection_tokens, is_dropped_request_header, traceparent, TraceContext, HEDGE_ATTEMPT_HEADER,
+    REQUEST_ID_HEADER,
 };
 use crate::race::Leg;
 
@@ -35,6 +36,8 @@ pub(crate) struct OutboundRequest {
     /// The client's headers less the dropped ones, with the request id set.
     pub(crate) headers: web_sys::Headers,
     pub(crate) body: OutboundBody,
+    /// The trace every leg is a span of.
+    pub(crate) trace: TraceContext,
 }
 
 /// The headers both legs send: the client's, natively copied, less hop-by-hop
@@ -73,11 +76,15 @@ pub(crate) fn send(
 ) -> worker::Result<impl Future<Output = worker::Result<web_sys::Response>>> {
     let init = web_sys::RequestInit::new();
     init.set_method(&outbound.method);
+    // Each leg is its own span: the hedge is a sibling of the primary.
+    let span = traceparent(&outbound.trace, &super::random_hex(2));
     if leg == Leg::Hedge {
         let headers = web_sys::Headers::new_with_headers(&outbound.headers)?;
         headers.set(HEDGE_ATTEMPT_HEADER, "true")?;
+        headers.set("traceparent", &span)?;
         init.set_headers(&headers);
     } else {
+        outbound.headers.set("traceparent", &span)?;
         init.set_headers(&outbound.headers);
     }
     // Redirects go back to the client: following one could leave the configured origins.

@@ -13,6 +13,7 @@ mod edge_cache;
 mod hedged_fetch;
 mod isolate;
 mod leg;
+mod log_line;
 mod pop_object;
 mod pop_sync;
 mod reply;
@@ -28,8 +29,11 @@ use crate::coalesce::{FlightState, Role};
 use crate::delay_policy::{choose_delay, HedgeMode};
 use crate::eligibility::{eligibility, Eligibility, NotHedgeableReason, RequestFacts};
 use crate::estimator::Estimates;
-use crate::outbound::{path_and_query, valid_request_id, REQUEST_ID_HEADER};
+use crate::outbound::{
+    parse_traceparent, path_and_query, valid_request_id, TraceContext, REQUEST_ID_HEADER,
+};
 use crate::race::Leg;
+use crate::request_log::LogLevel;
 use crate::route_key::route_key;
 use crate::route_stats::RaceSummary;
 use hedged_fetch::{RaceEnd, RacePlan};
@@ -200,10 +204,17 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         .unwrap_or((None, Some("off"))),
     };
 
+    // The client's trace if it sent a valid one; else a new, unsampled trace.
+    let trace =
+        parse_traceparent(header("traceparent").as_deref()).unwrap_or_else(|| TraceContext {
+            trace_id: random_hex(4),
+            flags: "00".to_string(),
+        });
     let mut outbound = OutboundRequest {
         method,
         headers: leg::outbound_headers(&client_headers, &request_id)?,
         body,
+        trace,
     };
     let plan = RacePlan {
         primary,
@@ -242,7 +253,21 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         start_ms,
         now_ms: now_ms(),
     };
+    let line = (params.log_level != LogLevel::Off).then(|| {
+        log_line::begin(
+            &params,
+            &plan,
+            &report,
+            &request_id,
+            &outbound.trace,
+            &outbound.method,
+            timing.now_ms,
+        )
+    });
     let response = reply::race_response(&params, &plan, report, &request_id, timing);
+    if let (Some(line), Ok(response)) = (line, &response) {
+        log_line::finish(line, response, params.log_level, timing.now_ms - start_ms);
+    }
     pop_sync::maybe_push(&ctx, &env, &req, &params);
     response
 }
@@ -266,9 +291,18 @@ fn race_summary(report: &hedged_fetch::RaceReport, now_ms: f64) -> RaceSummary {
 
 /// A random 128-bit request id in hex.
 fn new_request_id() -> String {
-    let mut id = String::with_capacity(32);
-    for _ in 0..4 {
-        let word = (js_sys::Math::random() * f64::from(u32::MAX)) as u32;
+    random_hex(4)
+}
+
+/// `words` random 32-bit words as lowercase hex (never all zero, which
+/// trace context forbids).
+pub(crate) fn random_hex(words: usize) -> String {
+    let mut id = String::with_capacity(words * 8);
+    for i in 0..words {
+        let mut word = (js_sys::Math::random() * f64::from(u32::MAX)) as u32;
+        if i == 0 && word == 0 {
+            word = 1;
+        }
         id.push_str(&format!("{word:08x}"));
     }
     id

@@ -1,0 +1,80 @@
+//! Builds and emits the per-request JSON log line ([`crate::request_log`]).
+
+use worker::{console_error, console_log, web_sys};
+
+use super::hedged_fetch::{LegReport, RacePlan, RaceReport};
+use super::reply::HEDGE_HEADER;
+use crate::config::Params;
+use crate::outbound::TraceContext;
+use crate::request_log::{LegLine, LogLevel, RequestLine};
+
+/// What is known before the response is built (the report is consumed by it).
+pub(crate) fn begin(
+    params: &Params,
+    plan: &RacePlan,
+    report: &RaceReport,
+    request_id: &str,
+    trace: &TraceContext,
+    method: &str,
+    now_ms: f64,
+) -> RequestLine {
+    let leg = |name: &'static str, l: &LegReport| LegLine {
+        leg: name,
+        origin: params
+            .origins
+            .get(l.origin)
+            .map_or_else(String::new, |o| o.name.clone()),
+        status: l.status,
+        error: l.error.clone(),
+        elapsed_ms: l.elapsed_ms(now_ms),
+        aborted: l.aborted,
+    };
+    let mut legs = vec![leg("primary", &report.primary)];
+    if report.hedge.started_ms.is_some() {
+        legs.push(leg("hedge", &report.hedge));
+    }
+    RequestLine {
+        level: "info",
+        request_id: request_id.to_string(),
+        trace_id: trace.trace_id.clone(),
+        method: method.to_string(),
+        route: plan.route.clone(),
+        status: 0,
+        answered_by: String::new(),
+        total_ms: 0.0,
+        hedge_delay_ms: plan.delay.map(|d| d.delay_ms),
+        delay_basis: plan.delay.map(|d| d.basis.as_str()),
+        hedge_sent: report.hedge_sent,
+        hedge_skip: plan
+            .hedge_skip
+            .or(report.hedge_denied.map(|reason| reason.as_str())),
+        legs,
+    }
+}
+
+/// Completes the line from the response and logs it if the level asks.
+pub(crate) fn finish(
+    mut line: RequestLine,
+    response: &web_sys::Response,
+    level: LogLevel,
+    total_ms: f64,
+) {
+    let status = response.status();
+    if !level.logs(status) {
+        return;
+    }
+    line.status = status;
+    line.total_ms = total_ms;
+    line.answered_by = response
+        .headers()
+        .get(HEDGE_HEADER)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    if status >= 500 {
+        line.level = "error";
+        console_error!("{}", line.to_json());
+    } else {
+        console_log!("{}", line.to_json());
+    }
+}

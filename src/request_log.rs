@@ -1,0 +1,133 @@
+//! One structured JSON log line per request, at a configured level.
+//!
+//! `off`: nothing; `error` (the default): requests that ended in a 5xx, a
+//! timeout or without an origin answer; `info`: every proxied request. A
+//! line is one JSON object so Workers Logs (or `wrangler tail`) can filter
+//! and aggregate on its fields.
+
+use serde::Serialize;
+
+/// How much is logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// Nothing.
+    Off,
+    /// Failed requests only.
+    Error,
+    /// Every request.
+    Info,
+}
+
+impl LogLevel {
+    /// Parses `off`, `error` or `info` (any case).
+    pub fn parse(value: &str) -> Option<Self> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "off" => Some(LogLevel::Off),
+            "error" => Some(LogLevel::Error),
+            "info" => Some(LogLevel::Info),
+            _ => None,
+        }
+    }
+
+    /// Whether a request answered with `status` is logged at this level.
+    pub fn logs(self, status: u16) -> bool {
+        match self {
+            LogLevel::Off => false,
+            LogLevel::Error => status >= 500,
+            LogLevel::Info => true,
+        }
+    }
+}
+
+/// One leg in the log line.
+#[derive(Debug, Clone, Serialize)]
+pub struct LegLine {
+    /// `primary` or `hedge`.
+    pub leg: &'static str,
+    /// Origin name.
+    pub origin: String,
+    /// Response status, if it answered.
+    pub status: Option<u16>,
+    /// Transport error, if any.
+    pub error: Option<String>,
+    /// Milliseconds to its response headers (or until cut short).
+    pub elapsed_ms: Option<f64>,
+    /// Cut short (lost the race or timed out).
+    pub aborted: bool,
+}
+
+/// The log line of one request.
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestLine {
+    /// `error` for a 5xx, else `info`.
+    pub level: &'static str,
+    /// Request id (also sent to the origins and the client).
+    pub request_id: String,
+    /// W3C trace id.
+    pub trace_id: String,
+    /// Request method.
+    pub method: String,
+    /// Route key.
+    pub route: String,
+    /// Status sent to the client.
+    pub status: u16,
+    /// What answered: `primary`, `hedge`, `none`, `cache`, `coalesced` or an error kind.
+    pub answered_by: String,
+    /// Milliseconds from receipt to the response headers.
+    pub total_ms: f64,
+    /// The hedge delay, when one was armed.
+    pub hedge_delay_ms: Option<f64>,
+    /// Where the delay came from (`route`, `pop`, `cold`, ...).
+    pub delay_basis: Option<&'static str>,
+    /// Whether a hedge went out.
+    pub hedge_sent: bool,
+    /// Why no hedge was armed or sent, if so.
+    pub hedge_skip: Option<&'static str>,
+    /// Each leg that ran.
+    pub legs: Vec<LegLine>,
+}
+
+impl RequestLine {
+    /// The line as JSON text.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_parse_and_filter_by_status() {
+        assert_eq!(LogLevel::parse(" INFO "), Some(LogLevel::Info));
+        assert_eq!(LogLevel::parse("verbose"), None);
+        assert!(!LogLevel::Off.logs(500));
+        assert!(LogLevel::Error.logs(502) && !LogLevel::Error.logs(404));
+        assert!(LogLevel::Info.logs(200));
+    }
+
+    #[test]
+    fn line_is_one_json_object() {
+        let line = RequestLine {
+            level: "info",
+            request_id: "r1".into(),
+            trace_id: "t".into(),
+            method: "GET".into(),
+            route: "/api".into(),
+            status: 200,
+            answered_by: "hedge".into(),
+            total_ms: 12.5,
+            hedge_delay_ms: Some(8.0),
+            delay_basis: Some("route"),
+            hedge_sent: true,
+            hedge_skip: None,
+            legs: vec![],
+        };
+        let text = line.to_json();
+        assert!(!text.contains('\n'));
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["answered_by"], "hedge");
+        assert_eq!(v["hedge_delay_ms"], 8.0);
+    }
+}

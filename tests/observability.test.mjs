@@ -1,0 +1,79 @@
+// traceparent on both legs (siblings under the client's span) and the
+// per-request JSON log line.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { origins } from "./support/worker.mjs";
+import { origin, worker } from "./support/harness.mjs";
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+async function hedgedPair(headers) {
+  // The primary's first answer takes 2 s, far past the 20 ms static hedge delay.
+  let n = 0;
+  const a = await origin("a", () => ({ delayMs: n++ === 0 ? 2_000 : 1 }));
+  const b = await origin("b", () => ({ delayMs: 1 }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_MODE: "static", HEDGE_STATIC_DELAY_MS: "20" });
+  const res = await w.fetch("/trace/me", { headers });
+  await res.text();
+  assert.equal(res.headers.get("x-hedge"), "hedge");
+  const primary = a.requests[0].headers.traceparent;
+  const hedge = b.requests[0].headers.traceparent;
+  return { primary: primary.match(TRACEPARENT), hedge: hedge.match(TRACEPARENT) };
+}
+
+test("both legs carry the client's trace as sibling spans", async () => {
+  const client = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  const { primary, hedge } = await hedgedPair({ traceparent: client });
+  assert.ok(primary && hedge);
+  assert.equal(primary[1], "4bf92f3577b34da6a3ce929d0e0e4736");
+  assert.equal(hedge[1], primary[1]);
+  assert.equal(primary[3], "01");
+  assert.equal(hedge[3], "01");
+  assert.notEqual(primary[2], hedge[2], "each leg is its own span");
+  assert.notEqual(primary[2], "00f067aa0ba902b7");
+});
+
+test("without a valid traceparent the legs share a new, unsampled trace", async () => {
+  const { primary, hedge } = await hedgedPair({ traceparent: "garbage" });
+  assert.ok(primary && hedge);
+  assert.equal(hedge[1], primary[1]);
+  assert.notEqual(primary[2], hedge[2]);
+  assert.equal(primary[3], "00");
+});
+
+test("HEDGE_LOG_LEVEL=info writes one JSON line per request with what each leg did", async () => {
+  const a = await origin("a", () => ({ delayMs: 1 }));
+  const lines = [];
+  let wake = () => {};
+  const collect = (stream) => {
+    let buf = "";
+    stream.on("data", (d) => {
+      buf += d;
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        lines.push(buf.slice(0, nl));
+        buf = buf.slice(nl + 1);
+        wake();
+      }
+    });
+  };
+  const w = await worker(
+    { HEDGE_ORIGINS: origins(a), HEDGE_LOG_LEVEL: "info" },
+    { handleRuntimeStdio: (stdout, stderr) => (collect(stdout), collect(stderr)) },
+  );
+  const res = await w.fetch("/logged/path", { headers: { "x-request-id": "log-test-request-1" } });
+  await res.text();
+  const find = () => lines.map((l) => l.slice(l.indexOf("{"))).find((l) => l.includes('"log-test-request-1"'));
+  const deadline = Date.now() + 10_000;
+  while (!find() && Date.now() < deadline) await new Promise((r) => ((wake = r), setTimeout(r, 500)));
+  const line = JSON.parse(find());
+  assert.equal(line.level, "info");
+  assert.equal(line.status, 200);
+  assert.equal(line.route, "/logged");
+  assert.equal(line.answered_by, "none");
+  assert.equal(line.method, "GET");
+  assert.match(line.trace_id, /^[0-9a-f]{32}$/);
+  assert.equal(line.legs.length, 1);
+  assert.equal(line.legs[0].origin, "a");
+  assert.equal(line.legs[0].status, 200);
+});
