@@ -17,6 +17,13 @@ cargo clippy --quiet --all-targets -- -D warnings
 log "test: native unit tests (cargo test)"
 cargo test --quiet
 bash scripts/build.sh
+for env in "" staging production; do
+  log "test: wrangler deploy --dry-run ${env:+--env $env}"
+  # --dry-run validates the configuration, bindings and bundle without
+  # uploading (wrangler re-runs the [build] command; it is a no-op rebuild).
+  npx --no-install wrangler deploy --dry-run --no-bundle --outdir "$(mktemp -d)" ${env:+--env "$env"} > /tmp/hedgehog-dry-run.log 2>&1 \
+    || { cat /tmp/hedgehog-dry-run.log; exit 1; }
+done
 log "test: integration tests (node --test, built Worker in workerd via Miniflare)"
 node --test --test-concurrency=1 tests/*.test.mjs
 log "test: all passed in $(( $(date +%s) - started )) s"

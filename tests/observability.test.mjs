@@ -77,3 +77,16 @@ test("HEDGE_LOG_LEVEL=info writes one JSON line per request with what each leg d
   assert.equal(line.legs[0].origin, "a");
   assert.equal(line.legs[0].status, 200);
 });
+
+test("with an Analytics Engine dataset bound, requests are served as before", async () => {
+  const a = await origin("a", () => ({ delayMs: 1 }));
+  const w = await worker(
+    { HEDGE_ORIGINS: origins(a) },
+    { analyticsEngineDatasets: { ANALYTICS: { dataset: "hedgehog_edge" } } },
+  );
+  for (let i = 0; i < 5; i++) {
+    const res = await w.fetch(`/ae/${i}`);
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), `a:/ae/${i}`);
+  }
+});

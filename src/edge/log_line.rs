@@ -1,6 +1,7 @@
-//! Builds and emits the per-request JSON log line ([`crate::request_log`]).
+//! Builds and emits the per-request JSON log line ([`crate::request_log`])
+//! and, with the same fields, the analytics data point.
 
-use worker::{console_error, console_log, web_sys};
+use worker::{console_error, console_log, web_sys, AnalyticsEngineDataset};
 
 use super::hedged_fetch::{LegReport, RacePlan, RaceReport};
 use super::reply::HEDGE_HEADER;
@@ -52,17 +53,16 @@ pub(crate) fn begin(
     }
 }
 
-/// Completes the line from the response and logs it if the level asks.
+/// Completes the line from the response, logs it if the level asks, and
+/// writes an analytics data point if a dataset is bound.
 pub(crate) fn finish(
     mut line: RequestLine,
     response: &web_sys::Response,
     level: LogLevel,
     total_ms: f64,
+    dataset: Option<&AnalyticsEngineDataset>,
 ) {
     let status = response.status();
-    if !level.logs(status) {
-        return;
-    }
     line.status = status;
     line.total_ms = total_ms;
     line.answered_by = response
@@ -71,6 +71,12 @@ pub(crate) fn finish(
         .ok()
         .flatten()
         .unwrap_or_default();
+    if let Some(dataset) = dataset {
+        super::analytics::write(dataset, &line);
+    }
+    if !level.logs(status) {
+        return;
+    }
     if status >= 500 {
         line.level = "error";
         console_error!("{}", line.to_json());

@@ -8,6 +8,7 @@
 //! types directly: the conversions into `worker::Request`/`Response` parse
 //! and copy more than a proxy needs on its hot path.
 
+mod analytics;
 mod coalesced;
 mod edge_cache;
 mod hedged_fetch;
@@ -253,7 +254,8 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         start_ms,
         now_ms: now_ms(),
     };
-    let line = (params.log_level != LogLevel::Off).then(|| {
+    let dataset = analytics::dataset(&env);
+    let line = (params.log_level != LogLevel::Off || dataset.is_some()).then(|| {
         log_line::begin(
             &params,
             &plan,
@@ -266,7 +268,8 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     });
     let response = reply::race_response(&params, &plan, report, &request_id, timing);
     if let (Some(line), Ok(response)) = (line, &response) {
-        log_line::finish(line, response, params.log_level, timing.now_ms - start_ms);
+        let total_ms = timing.now_ms - start_ms;
+        log_line::finish(line, response, params.log_level, total_ms, dataset.as_ref());
     }
     pop_sync::maybe_push(&ctx, &env, &req, &params);
     response

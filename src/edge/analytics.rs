@@ -1,0 +1,45 @@
+//! Workers Analytics Engine data points, one per proxied request, when the
+//! optional `ANALYTICS` binding is configured (nothing is written, and
+//! nothing breaks, without it).
+//!
+//! Index: route key. Blobs: origin that answered, route key, what answered
+//! (`primary`, `hedge`, `none`, ...), delay basis. Doubles: total ms, hedge
+//! delay ms (-1 without one), status, hedge sent (0/1).
+
+use worker::{console_warn, AnalyticsEngineDataPointBuilder, AnalyticsEngineDataset, Env};
+
+use crate::request_log::RequestLine;
+
+/// The optional dataset binding.
+pub(crate) const ANALYTICS_BINDING: &str = "ANALYTICS";
+
+/// The dataset, if bound.
+pub(crate) fn dataset(env: &Env) -> Option<AnalyticsEngineDataset> {
+    env.analytics_engine(ANALYTICS_BINDING).ok()
+}
+
+/// Writes one data point for a finished request.
+pub(crate) fn write(dataset: &AnalyticsEngineDataset, line: &RequestLine) {
+    let origin = line
+        .legs
+        .iter()
+        .find(|l| l.leg == line.answered_by)
+        .map_or("", |l| l.origin.as_str());
+    let point = AnalyticsEngineDataPointBuilder::new()
+        .indexes([line.route.as_str()])
+        .blobs([
+            origin,
+            line.route.as_str(),
+            line.answered_by.as_str(),
+            line.delay_basis.unwrap_or(""),
+        ])
+        .doubles([
+            line.total_ms,
+            line.hedge_delay_ms.unwrap_or(-1.0),
+            f64::from(line.status),
+            f64::from(u8::from(line.hedge_sent)),
+        ]);
+    if let Err(e) = point.write_to(dataset) {
+        console_warn!("hedgehog-edge: analytics data point not written: {e}");
+    }
+}
