@@ -1,7 +1,8 @@
 // A real HTTP origin on loopback whose behaviour each test controls.
 //
 // `startOrigin(name, handle)` listens on an OS-chosen port. `handle(req, ctx)`
-// returns what to do: { delayMs, status, headers, body, chunks, chunkGapMs }.
+// returns what to do: { delayMs, status, headers, body, chunks, chunkGapMs,
+// reset }; reset "before-headers" or "mid-body" destroys the connection there.
 // Every request is recorded with its timings, and whether the client closed the
 // connection before the answer was complete (an abort seen at the origin).
 import http from "node:http";
@@ -27,7 +28,15 @@ export async function startOrigin(name, handle) {
     };
     requests.push(record);
     const chunks = [];
-    for await (const chunk of req) chunks.push(chunk);
+    try {
+      for await (const chunk of req) chunks.push(chunk);
+    } catch {
+      // The client (a leg the Worker aborted) went away while sending the body.
+      record.body = Buffer.concat(chunks);
+      record.abortedAt = performance.now();
+      events.emit("abort", record);
+      return;
+    }
     record.body = Buffer.concat(chunks);
     events.emit("request", record);
     res.on("close", () => {
@@ -39,11 +48,20 @@ export async function startOrigin(name, handle) {
     const plan = (await handle(req, record)) ?? {};
     if (plan.delayMs) await sleepUnlessClosed(res, plan.delayMs);
     if (res.destroyed || record.abortedAt !== null) return;
+    if (plan.reset === "before-headers") {
+      req.socket.destroy();
+      return;
+    }
     const headers = { "content-type": "text/plain", ...(plan.headers ?? {}) };
     res.writeHead(plan.status ?? 200, headers);
     res.flushHeaders();
     record.answeredAt = performance.now();
     events.emit("answer", record);
+    if (plan.reset === "mid-body") {
+      await write(res, plan.body ?? "partial body ");
+      req.socket.destroy();
+      return;
+    }
     if (plan.chunks) {
       for (const [i, chunk] of plan.chunks.entries()) {
         if (res.destroyed) return;
