@@ -46,6 +46,11 @@ impl CacheRoutes {
         self.unknown_seen % self.probe_every == 1 || self.probe_every == 1
     }
 
+    /// Number of routes remembered as cacheable.
+    pub fn known_count(&self) -> usize {
+        self.known.len()
+    }
+
     /// `route` produced a storable response or a hit.
     pub fn learn(&mut self, route: &str) {
         if self.known.len() < MAX_CACHEABLE_ROUTES {

@@ -257,6 +257,11 @@ impl PopClient {
         })
     }
 
+    /// Keys in the pending delta and PoP answers held (for memory bounds).
+    pub fn key_counts(&self) -> (usize, usize) {
+        (self.delta.len(), self.answers.len())
+    }
+
     /// Whether an aggregator is configured.
     pub fn enabled(&self) -> bool {
         self.params.enabled
