@@ -25,7 +25,7 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
   const total = Math.round(rate * seconds);
   const interval = 1000 / rate;
   const histogram = new Histogram();
-  const result = { sent: 0, ok: 0, errors: 0, timeouts: 0, statuses: {}, xHedge: {}, maxLagMs: 0 };
+  const result = { sent: 0, ok: 0, errors: 0, timeouts: 0, statuses: {}, xHedge: {}, errorKinds: {}, maxLagMs: 0 };
   const start = now();
   const inflight = new Set();
   for (let i = 0; i < total; i++) {
@@ -47,6 +47,8 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
         histogram.record(now() - intended);
         result.errors += 1;
         if (e?.timeout) result.timeouts += 1;
+        const kind = e?.timeout ? "timeout" : (e?.code ?? String(e?.message ?? e));
+        result.errorKinds[kind] = (result.errorKinds[kind] ?? 0) + 1;
       },
     );
     inflight.add(p);
@@ -59,7 +61,7 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
 
 function httpSend(base, timeoutMs) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
-  return (path) =>
+  const once = (path) =>
     new Promise((resolve, reject) => {
       const req = http.get(base + path, { agent }, (res) => {
         res.on("data", () => {});
@@ -71,7 +73,18 @@ function httpSend(base, timeoutMs) {
         e.timeout = true;
         req.destroy(e);
       });
-      req.on("error", reject);
+      req.on("error", (e) => {
+        e.reusedSocket = req.reusedSocket;
+        reject(e);
+      });
+    });
+  // A kept-alive connection the server closed just as it was reused fails with
+  // ECONNRESET before the request was read; like any HTTP client, send it again
+  // on a new connection (its latency still counts from the intended time).
+  return (path) =>
+    once(path).catch((e) => {
+      if (e.reusedSocket && e.code === "ECONNRESET") return once(path);
+      throw e;
     });
 }
 

@@ -2,6 +2,8 @@
 //! token. Served only when a token is configured; compared in constant time.
 
 use serde::Serialize;
+use worker::js_sys::{ArrayBuffer, WebAssembly};
+use worker::wasm_bindgen::JsCast;
 use worker::web_sys;
 
 use super::{isolate, reply};
@@ -12,6 +14,9 @@ use crate::route_stats::{bearer_matches, RouteCounters};
 struct StatsJson<'a> {
     /// The quantile the adaptive delay hedges at.
     hedge_quantile: f64,
+    /// Size of this isolate's wasm linear memory (the Rust heap lives there;
+    /// it grows in 64 KiB pages and never shrinks).
+    wasm_memory_bytes: f64,
     budget_tokens: f64,
     origins: Vec<OriginJson<'a>>,
     routes: Vec<RouteJson<'a>>,
@@ -64,6 +69,14 @@ struct PopJson {
     failing_in_a_row: u32,
     last_push_bytes: u64,
     over_budget: bool,
+}
+
+fn wasm_memory_bytes() -> f64 {
+    worker::wasm_bindgen::memory()
+        .dyn_into::<WebAssembly::Memory>()
+        .ok()
+        .and_then(|m| m.buffer().dyn_into::<ArrayBuffer>().ok())
+        .map_or(0.0, |b| f64::from(b.byte_length()))
 }
 
 fn counters(c: &RouteCounters) -> CountersJson {
@@ -131,6 +144,7 @@ pub(crate) fn respond(
         let push = ready.pop.counts();
         let json = StatsJson {
             hedge_quantile: q,
+            wasm_memory_bytes: wasm_memory_bytes(),
             budget_tokens: ready.gate.budget_tokens(now_ms),
             origins,
             routes,
