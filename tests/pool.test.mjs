@@ -77,3 +77,60 @@ test("a hedge answered 503 (shed) never reaches the client: the primary answers"
   }
   assert.equal(hedgesAt(b), 3);
 });
+
+test("a 5xx burst at the hedge target cuts hedges to the reduced budget; they recover after the window", async (t) => {
+  // b answers every 4th request with 503 during the burst: a 5xx rate well
+  // past HEDGE_5XX_REDUCE_RATE and below HEDGE_5XX_STOP_RATE.
+  let burst = false;
+  let seenInBurst = 0;
+  const a = await origin("a", () => ({ delayMs: 100, body: "from-a" }));
+  const b = await origin("b", () => {
+    if (burst && seenInBurst++ % 4 === 0) return { status: 503, body: "shed" };
+    return { body: "from-b" };
+  });
+  const w = await worker({
+    HEDGE_ORIGINS: [
+      { name: "a", url: a.url, zone: "eu" },
+      { name: "b", url: b.url, zone: "us" },
+    ],
+    HEDGE_CACHE: "false",
+    // Every request is slow enough to hedge; the delay stays the cold one.
+    HEDGE_COLD_DELAY_MS: "20",
+    HEDGE_MIN_DATA_POINTS: "1000000",
+    // Deposits per request only (no time floor): hedge counts do not depend on
+    // how fast this machine runs the requests.
+    HEDGE_BUDGET_PERCENT: "50",
+    HEDGE_BUDGET_MAX_TOKENS: "1",
+    HEDGE_BUDGET_FLOOR_PER_SEC: "0",
+    HEDGE_5XX_REDUCE_RATE: "0.02",
+    HEDGE_5XX_REDUCED_BUDGET_PERCENT: "10",
+    HEDGE_5XX_STOP_RATE: "0.5",
+    HEDGE_HEALTH_MIN_REQUESTS: "1",
+    HEDGE_WINDOW_SECS: "6",
+    HEDGE_SUB_WINDOWS: "6",
+  });
+  const phase = async (name, n) => {
+    const before = hedgesAt(b);
+    for (let i = 0; i < n; i++) {
+      const res = await w.fetch(`/${name}/${i}`);
+      assert.equal(res.status, 200, "a shed hedge never reaches the client");
+      await res.text();
+    }
+    return hedgesAt(b) - before;
+  };
+  const healthy = await phase("before", 20);
+  assert.ok(healthy >= 9 && healthy <= 11, `before the burst: ${healthy} hedges for 20 requests (budget 50%)`);
+
+  burst = true;
+  const during = await phase("burst", 40);
+  // 10% of 40 requests plus the one token the reduced bucket holds.
+  assert.ok(during <= 6, `during the burst: ${during} hedges for 40 requests (reduced budget 10%)`);
+  assert.ok(during >= 2, `during the burst: ${during} hedges, the reduced budget still hedges`);
+
+  // The burst ends; once its 503s have left the 6 s window, the full budget is back.
+  burst = false;
+  await new Promise((r) => setTimeout(r, 7_000));
+  const recovered = await phase("after", 20);
+  t.diagnostic(`hedges: ${healthy}/20 before, ${during}/40 during the burst, ${recovered}/20 after`);
+  assert.ok(recovered >= 9, `after the window: ${recovered} hedges for 20 requests`);
+});
