@@ -172,3 +172,38 @@ test("faults: an origin that resets before headers on both legs gives a prompt 5
   const body = await res.json();
   assert.equal(body.legs.length, 2);
 });
+
+test("hop-by-hop headers (RFC 9110 7.6.1), those Connection names, and client x-hedge-* never reach an origin", async () => {
+  const a = await origin("a", () => ({ delayMs: 300 }));
+  const b = await origin("b", () => ({ body: "from-b" }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_CACHE: "false", HEDGE_COLD_DELAY_MS: "20" });
+  // Over a raw connection, so nothing between the test and workerd tidies them up.
+  const res = await raw(w.url, {
+    path: "/hop",
+    headers: {
+      connection: "keep-alive, x-secret-hop",
+      "x-secret-hop": "1",
+      "keep-alive": "timeout=5",
+      "proxy-connection": "keep-alive",
+      "proxy-authorization": "Basic Zm9vOmJhcg==",
+      te: "trailers",
+      "x-hedge-attempt": "false",
+      "x-hedge-leg": "primary",
+      "x-kept": "yes",
+    },
+  });
+  assert.equal(res.status, 200);
+  assert.equal(res.body, "from-b", "the hedge won, so both legs were sent");
+  const legs = [...a.requests, ...b.requests];
+  assert.equal(legs.length, 2);
+  for (const r of legs) {
+    for (const name of ["x-secret-hop", "keep-alive", "proxy-connection", "proxy-authorization", "te", "x-hedge-leg"]) {
+      assert.equal(r.headers[name], undefined, `${r.origin} got ${name}`);
+    }
+    assert.equal(r.headers["x-kept"], "yes", "end-to-end headers are forwarded");
+    assert.doesNotMatch(r.headers.connection ?? "", /x-secret-hop/);
+  }
+  // The Worker's own marking, not the client's.
+  assert.equal(a.requests[0].headers["x-hedge-attempt"], undefined);
+  assert.equal(b.requests[0].headers["x-hedge-attempt"], "true");
+});
