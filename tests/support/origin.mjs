@@ -137,8 +137,15 @@ function write(res, chunk) {
   return new Promise((resolve) => {
     if (res.write(chunk)) resolve();
     else {
-      res.once("drain", resolve);
-      res.once("close", resolve);
+      // Whichever comes first; the other listener goes, so a long body does
+      // not pile up listeners on the response.
+      const done = () => {
+        res.off("drain", done);
+        res.off("close", done);
+        resolve();
+      };
+      res.on("drain", done);
+      res.on("close", done);
     }
   });
 }
