@@ -82,6 +82,17 @@ pub enum BudgetLevel {
     Stopped,
 }
 
+/// An origin's results over the health window, for stats.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HealthWindow {
+    /// Requests recorded in the window.
+    pub requests: u64,
+    /// 5xx answers (shed hedges included) per request; `None` without requests.
+    pub server_error_rate: Option<f64>,
+    /// Failures (connection errors, timeouts, 5xx) per request.
+    pub failure_rate: Option<f64>,
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Counts {
     requests: u64,
@@ -206,6 +217,18 @@ impl OriginHealth {
         }
     }
 
+    /// What the window holds now (for stats).
+    pub fn window(&mut self, now_ms: f64) -> HealthWindow {
+        self.rotate(now_ms);
+        let totals = self.totals();
+        let rate = |n: u64| (totals.requests > 0).then(|| n as f64 / totals.requests as f64);
+        HealthWindow {
+            requests: totals.requests,
+            server_error_rate: rate(totals.server_errors),
+            failure_rate: rate(totals.failures),
+        }
+    }
+
     fn should_degrade(&self) -> bool {
         if self.consecutive_failures >= self.params.consecutive_failures {
             return true;
@@ -261,6 +284,20 @@ mod tests {
         for _ in 0..n {
             h.record(outcome, now_ms);
         }
+    }
+
+    #[test]
+    fn the_window_reports_rates_and_forgets_what_slid_out() {
+        let mut h = health();
+        assert_eq!(h.window(0.0).server_error_rate, None);
+        record_n(&mut h, 18, Outcome::Success, 1.0);
+        h.record(Outcome::Shed, 1.0);
+        h.record(Outcome::Unreachable, 1.0);
+        let w = h.window(2.0);
+        assert_eq!(w.requests, 20);
+        assert_eq!(w.server_error_rate, Some(0.05));
+        assert_eq!(w.failure_rate, Some(0.05), "a shed hedge is not a failure");
+        assert_eq!(h.window(61_000.0).requests, 0);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 
 use crate::budget::{BudgetParams, HedgeBudget};
 use crate::config::Params;
-use crate::health::{BudgetLevel, OriginHealth, Outcome};
+use crate::health::{BudgetLevel, HealthWindow, OriginHealth, Outcome};
 use crate::origin_pool::{choose_hedge, choose_primary, HedgeTarget};
 
 /// Why a hedge was not sent.
@@ -33,6 +33,19 @@ impl HedgeDenied {
             HedgeDenied::NoTarget => "no-target",
         }
     }
+}
+
+/// One origin as the gate sees it, for stats.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OriginSnapshot {
+    /// Not degraded and not on a recovery trial.
+    pub healthy: bool,
+    /// Its results over the health window.
+    pub window: HealthWindow,
+    /// What its 5xx rate allows: full, reduced or stopped.
+    pub budget: BudgetLevel,
+    /// Tokens in its reduced bucket (spent only while the budget is reduced).
+    pub reduced_budget_tokens: f64,
 }
 
 /// Per-isolate hedge admission state.
@@ -157,6 +170,19 @@ impl HedgeGate {
         self.budget.tokens(now_ms)
     }
 
+    /// How `origin` stands now: health, window rates and its budget (for stats).
+    pub fn origin_snapshot(&mut self, origin: usize, now_ms: f64) -> Option<OriginSnapshot> {
+        let level = self.level(origin, now_ms);
+        let reduced_tokens = self.reduced.get_mut(origin)?.tokens(now_ms);
+        let health = self.health.get_mut(origin)?;
+        Some(OriginSnapshot {
+            healthy: health.is_healthy(),
+            window: health.window(now_ms),
+            budget: level,
+            reduced_budget_tokens: reduced_tokens,
+        })
+    }
+
     /// Whether `origin` is healthy (for stats and tests).
     pub fn is_healthy(&self, origin: usize) -> bool {
         self.health.get(origin).is_some_and(|h| h.is_healthy())
@@ -275,6 +301,17 @@ mod tests {
             };
             gate.record(1, outcome, 2_000.0);
         }
+        let snapshot = gate.origin_snapshot(1, 2_000.0).expect("origin c");
+        assert_eq!(snapshot.budget, BudgetLevel::Reduced(5.0));
+        assert_eq!(snapshot.window.server_error_rate, Some(0.05));
+        assert!(
+            snapshot.healthy,
+            "a 5% 5xx rate reduces the budget, it does not degrade"
+        );
+        assert!(
+            gate.origin_snapshot(2, 2_000.0).is_none(),
+            "no third origin"
+        );
         let reduced = hedges_per_1000(&mut gate, 2_000.0);
         assert!((40..=60).contains(&reduced), "{reduced}");
         // A minute on, the errors have left the window: the full budget again.

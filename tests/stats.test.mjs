@@ -50,9 +50,17 @@ test("the stats need the exact bearer token and report hedges, wins and wasted w
   assert.equal(api.win_ratio, 1);
   assert.ok(api.wasted_origin_ms >= 40, `wasted ${api.wasted_origin_ms}`);
   assert.deepEqual(
-    stats.origins.map((o) => [o.name, o.degraded]),
-    [["a", false], ["b", false]],
+    stats.origins.map((o) => [o.name, o.degraded, o.hedge_budget]),
+    [["a", false, "full"], ["b", false, "full"]],
   );
+  // The hedge that won cut a's first request short: a recorded the three fast
+  // answers, b the winning hedge; no 5xx anywhere.
+  assert.deepEqual(
+    stats.origins.map((o) => [o.window_requests, o.window_5xx_rate]),
+    [[3, 0], [1, 0]],
+  );
+  assert.equal(api.hedge_delay_ms, 50);
+  assert.equal(api.delay_basis, "static");
   assert.equal(typeof stats.budget_tokens, "number");
   assert.equal(stats.pop.enabled, false);
 

@@ -8,6 +8,9 @@ use worker::web_sys;
 
 use super::{isolate, reply};
 use crate::config::Params;
+use crate::delay_policy::choose_delay;
+use crate::estimator::Estimates;
+use crate::health::BudgetLevel;
 use crate::route_stats::{bearer_matches, RouteCounters};
 
 #[derive(Serialize)]
@@ -30,6 +33,14 @@ struct OriginJson<'a> {
     name: &'a str,
     zone: Option<&'a str>,
     degraded: bool,
+    /// What its 5xx rate allows hedging to and from it: full, reduced, stopped.
+    hedge_budget: &'static str,
+    /// Tokens in its reduced bucket (spent while the budget is reduced).
+    reduced_budget_tokens: f64,
+    /// Requests over the health window, and their 5xx and failure rates.
+    window_requests: u64,
+    window_5xx_rate: Option<f64>,
+    window_failure_rate: Option<f64>,
     /// The origin-wide local quantile in use, ms.
     local_quantile_ms: Option<f64>,
     local_samples: u64,
@@ -43,6 +54,10 @@ struct RouteJson<'a> {
     local_samples: u64,
     pop_quantile_ms: Option<f64>,
     pop_samples: u64,
+    /// The hedge delay a request on this route would get now, and its basis
+    /// (route, blend, pop, origin, cold, static, retry); none when hedging is off.
+    hedge_delay_ms: Option<f64>,
+    delay_basis: Option<&'static str>,
     #[serde(flatten)]
     counters: CountersJson,
 }
@@ -115,10 +130,20 @@ pub(crate) fn respond(
             .enumerate()
             .map(|(i, o)| {
                 let e = ready.estimator.estimates(i, "", q, now_ms).origin;
+                let gate = ready.gate.origin_snapshot(i, now_ms);
                 OriginJson {
                     name: &o.name,
                     zone: o.zone.as_deref(),
-                    degraded: !ready.gate.is_healthy(i),
+                    degraded: gate.is_some_and(|g| !g.healthy),
+                    hedge_budget: match gate.map(|g| g.budget) {
+                        Some(BudgetLevel::Reduced(_)) => "reduced",
+                        Some(BudgetLevel::Stopped) => "stopped",
+                        _ => "full",
+                    },
+                    reduced_budget_tokens: gate.map_or(0.0, |g| g.reduced_budget_tokens),
+                    window_requests: gate.map_or(0, |g| g.window.requests),
+                    window_5xx_rate: gate.and_then(|g| g.window.server_error_rate),
+                    window_failure_rate: gate.and_then(|g| g.window.failure_rate),
                     local_quantile_ms: e.map(|e| e.value_ms),
                     local_samples: e.map_or(0, |e| e.samples),
                 }
@@ -128,8 +153,12 @@ pub(crate) fn respond(
             .route_stats
             .keys()
             .map(|((origin, route), c)| {
-                let local = ready.estimator.estimates(*origin, route, q, now_ms).route;
-                let pop = ready.pop.estimate(*origin, route, now_ms);
+                let estimates = Estimates {
+                    pop: ready.pop.estimate(*origin, route, now_ms),
+                    ..ready.estimator.estimates(*origin, route, q, now_ms)
+                };
+                let (local, pop) = (estimates.route, estimates.pop);
+                let delay = choose_delay(params.mode, &params.delay, &estimates);
                 RouteJson {
                     origin: params.origins.get(*origin).map_or("?", |o| o.name.as_str()),
                     route,
@@ -137,6 +166,8 @@ pub(crate) fn respond(
                     local_samples: local.map_or(0, |e| e.samples),
                     pop_quantile_ms: pop.map(|e| e.value_ms),
                     pop_samples: pop.map_or(0, |e| e.samples),
+                    hedge_delay_ms: delay.map(|d| d.delay_ms),
+                    delay_basis: delay.map(|d| d.basis.as_str()),
                     counters: counters(c),
                 }
             })
