@@ -46,6 +46,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("HEDGE_WINDOW_SECS", "60", "latency window length"),
     ("HEDGE_SUB_WINDOWS", "6", "rotating sub-windows per window"),
     ("HEDGE_TIMEOUT_MS", "30000", "longest wait for an origin's response headers before 504"),
+    ("HEDGE_BODY_IDLE_TIMEOUT_MS", "0", "0 = off. Cut a winner's body when the origin sends nothing for this long (the client sees an error, the origin's connection is closed); costs some CPU per chunk, and encoded (gzip, br) bodies then go out chunked"),
     ("HEDGE_CACHE", "true", "serve and store shared-cacheable GET responses through the Workers Cache API"),
     ("HEDGE_COALESCE", "true", "identical concurrent cacheable GET misses wait for one origin fetch and read its response from the cache"),
     ("HEDGE_COALESCE_MAX_WAIT_MS", "5000", "longest a coalesced request waits for the shared fetch before fetching for itself"),
@@ -100,6 +101,8 @@ pub struct Params {
     pub estimator: EstimatorParams,
     /// Longest wait for response headers from the origins, in milliseconds.
     pub timeout_ms: f64,
+    /// Longest silence inside a winner's body before it is cut; `None`: no limit.
+    pub body_idle_timeout_ms: Option<f64>,
     /// Origin health and the 5xx-adaptive budget.
     pub health: HealthParams,
     /// With no healthy peer, hedge to the primary itself on a new request.
@@ -476,6 +479,8 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
         max_route_keys: r.integer("HEDGE_MAX_ROUTE_KEYS", 64, 1, 10_000) as usize,
     };
     let timeout_ms = r.number("HEDGE_TIMEOUT_MS", 30_000.0, 1.0, 600_000.0);
+    let body_idle_timeout_ms =
+        Some(r.number("HEDGE_BODY_IDLE_TIMEOUT_MS", 0.0, 0.0, 3_600_000.0)).filter(|ms| *ms > 0.0);
     let defaults = HealthParams::default();
     let health = HealthParams {
         window: estimator.window,
@@ -627,6 +632,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
             route_keys,
             estimator,
             timeout_ms,
+            body_idle_timeout_ms,
             health,
             same_origin_hedge,
             cache,
@@ -716,6 +722,21 @@ mod tests {
             Some("idempotency-key")
         );
         assert_eq!(params.timeout_ms, 30_000.0);
+        assert_eq!(
+            params.body_idle_timeout_ms, None,
+            "no body limit unless asked"
+        );
+    }
+
+    #[test]
+    fn a_body_idle_timeout_is_on_only_above_zero() {
+        let on = parse(&vars(&[ORIGINS, ("HEDGE_BODY_IDLE_TIMEOUT_MS", "1500")])).expect("valid");
+        assert_eq!(on.body_idle_timeout_ms, Some(1_500.0));
+        let off = parse(&vars(&[ORIGINS, ("HEDGE_BODY_IDLE_TIMEOUT_MS", "0")])).expect("valid");
+        assert_eq!(off.body_idle_timeout_ms, None);
+        let errors =
+            parse(&vars(&[ORIGINS, ("HEDGE_BODY_IDLE_TIMEOUT_MS", "-1")])).expect_err("invalid");
+        assert_eq!(keys_of(&errors), vec!["HEDGE_BODY_IDLE_TIMEOUT_MS"]);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod body_watch;
 pub mod budget;
 pub mod cache_policy;
 pub mod coalesce;

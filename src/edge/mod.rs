@@ -9,6 +9,7 @@
 //! and copy more than a proxy needs on its hot path.
 
 mod analytics;
+mod body_watchdog;
 mod coalesced;
 mod edge_cache;
 mod hedged_fetch;

@@ -4,6 +4,7 @@
 use serde::Serialize;
 use worker::{web_sys, Response};
 
+use super::body_watchdog;
 use super::hedged_fetch::{LegReport, RaceEnd, RacePlan, RaceReport};
 use crate::config::{ConfigError, Params};
 use crate::outbound::{connection_tokens, HOP_BY_HOP, REQUEST_ID_HEADER};
@@ -96,7 +97,11 @@ pub(crate) fn race_response(
     };
     match &report.end {
         RaceEnd::Won(_, response) | RaceEnd::PrimaryFailed(Some(response)) => {
-            decorate(response, x_hedge, &server_timing, request_id)
+            let body = match (response.body(), params.body_idle_timeout_ms) {
+                (Some(body), Some(idle_ms)) => Some(body_watchdog::watch(response, body, idle_ms)?),
+                (body, _) => body,
+            };
+            decorate(response, body, x_hedge, &server_timing, request_id)
         }
         RaceEnd::PrimaryFailed(None) => error(
             502,
@@ -137,7 +142,7 @@ pub(crate) fn cache_hit_response(
             format!("cache;desc=\"coalesced\", total;dur={total:.1}"),
         ),
     };
-    decorate(cached, label, &server_timing, request_id)
+    decorate(cached, cached.body(), label, &server_timing, request_id)
 }
 
 /// How a response from the cache came to be served.
@@ -260,6 +265,7 @@ fn server_timing(params: &Params, plan: &RacePlan, report: &RaceReport, timing: 
 /// status and headers natively and the body stream passes through untouched.
 fn decorate(
     response: &web_sys::Response,
+    body: Option<web_sys::ReadableStream>,
     x_hedge: &str,
     server_timing: &str,
     request_id: &str,
@@ -268,8 +274,7 @@ fn decorate(
     init.set_status(response.status());
     init.set_status_text(&response.status_text());
     init.set_headers_headers(&response.headers());
-    let out =
-        web_sys::Response::new_with_opt_readable_stream_and_init(response.body().as_ref(), &init)?;
+    let out = web_sys::Response::new_with_opt_readable_stream_and_init(body.as_ref(), &init)?;
     let headers = out.headers();
     for name in HOP_BY_HOP {
         headers.delete(name)?;
