@@ -56,6 +56,35 @@ impl Default for HealthParams {
     }
 }
 
+impl HealthParams {
+    /// The hedge budget a 5xx rate allows (from this isolate's window or the PoP's).
+    pub fn level_for_5xx_rate(&self, rate: f64) -> BudgetLevel {
+        if rate > self.stop_above_5xx_rate {
+            BudgetLevel::Stopped
+        } else if rate > self.reduce_above_5xx_rate {
+            BudgetLevel::Reduced(self.reduced_budget_percent)
+        } else {
+            BudgetLevel::Full
+        }
+    }
+}
+
+impl BudgetLevel {
+    /// The stricter of two levels: stopped over reduced over full.
+    pub fn stricter(self, other: BudgetLevel) -> BudgetLevel {
+        let rank = |l: &BudgetLevel| match l {
+            BudgetLevel::Full => 0,
+            BudgetLevel::Reduced(_) => 1,
+            BudgetLevel::Stopped => 2,
+        };
+        if rank(&other) > rank(&self) {
+            other
+        } else {
+            self
+        }
+    }
+}
+
 /// What one request to an origin came to, for health.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -208,13 +237,7 @@ impl OriginHealth {
             return BudgetLevel::Full;
         }
         let rate = totals.server_errors as f64 / totals.requests as f64;
-        if rate > self.params.stop_above_5xx_rate {
-            BudgetLevel::Stopped
-        } else if rate > self.params.reduce_above_5xx_rate {
-            BudgetLevel::Reduced(self.params.reduced_budget_percent)
-        } else {
-            BudgetLevel::Full
-        }
+        self.params.level_for_5xx_rate(rate)
     }
 
     /// What the window holds now (for stats).

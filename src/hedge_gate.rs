@@ -10,7 +10,7 @@
 
 use crate::budget::{BudgetParams, HedgeBudget};
 use crate::config::Params;
-use crate::health::{BudgetLevel, HealthWindow, OriginHealth, Outcome};
+use crate::health::{BudgetLevel, HealthParams, HealthWindow, OriginHealth, Outcome};
 use crate::origin_pool::{choose_hedge, choose_primary, HedgeTarget};
 
 /// Why a hedge was not sent.
@@ -56,6 +56,12 @@ pub struct HedgeGate {
     health: Vec<OriginHealth>,
     zones: Vec<Option<String>>,
     same_origin_hedge: bool,
+    pop_rates: Vec<Option<PopRate>>,
+    health_params: HealthParams,
+    /// PoP rates older than this (the health window) are not used.
+    stale_ms: f64,
+    /// PoP rates over fewer responses than this are not used.
+    min_requests: u64,
 }
 
 // === impl HedgeGate ===
@@ -81,6 +87,10 @@ impl HedgeGate {
                 .collect(),
             zones: params.origins.iter().map(|o| o.zone.clone()).collect(),
             same_origin_hedge: params.same_origin_hedge,
+            pop_rates: vec![None; params.origins.len()],
+            health_params: params.health,
+            stale_ms: params.health.window.window_ms,
+            min_requests: params.health.min_requests,
         }
     }
 
@@ -122,9 +132,12 @@ impl HedgeGate {
         if charge_budget && self.budget.tokens(now_ms) < 1.0 {
             return Err(HedgeDenied::Budget);
         }
+        let levels: Vec<BudgetLevel> = (0..self.health.len())
+            .map(|i| self.level(i, now_ms))
+            .collect();
         let zones: Vec<Option<&str>> = self.zones.iter().map(|z| z.as_deref()).collect();
         let target = choose_hedge(primary, &zones, self.same_origin_hedge, |i| {
-            let room = match self.health[i].budget_level(now_ms) {
+            let room = match levels[i] {
                 BudgetLevel::Stopped => false,
                 BudgetLevel::Reduced(_) => !charge_budget || self.reduced[i].tokens(now_ms) >= 1.0,
                 BudgetLevel::Full => true,
@@ -188,11 +201,53 @@ impl HedgeGate {
         self.health.get(origin).is_some_and(|h| h.is_healthy())
     }
 
-    fn level(&mut self, origin: usize, now_ms: f64) -> BudgetLevel {
-        self.health
-            .get_mut(origin)
-            .map_or(BudgetLevel::Full, |h| h.budget_level(now_ms))
+    /// The PoP-wide 5xx rates from the aggregator's latest reply, as
+    /// (origin, rate, responses). Until they go stale (one health window),
+    /// an origin's budget level is the stricter of this isolate's and the
+    /// PoP's, so a quiet isolate holds back from an origin the PoP sees erroring.
+    pub fn note_pop_rates(&mut self, rates: &[(usize, f64, u64)], now_ms: f64) {
+        for slot in &mut self.pop_rates {
+            *slot = None;
+        }
+        for &(origin, rate, responses) in rates {
+            if let Some(slot) = self.pop_rates.get_mut(origin) {
+                *slot = Some(PopRate {
+                    rate,
+                    responses,
+                    at_ms: now_ms,
+                });
+            }
+        }
     }
+
+    /// The PoP-wide 5xx rate of `origin` in use now, if any.
+    pub fn pop_5xx_rate(&self, origin: usize, now_ms: f64) -> Option<f64> {
+        self.pop_rates
+            .get(origin)
+            .copied()
+            .flatten()
+            .filter(|p| now_ms - p.at_ms < self.stale_ms && p.responses >= self.min_requests)
+            .map(|p| p.rate)
+    }
+
+    fn level(&mut self, origin: usize, now_ms: f64) -> BudgetLevel {
+        let local = self
+            .health
+            .get_mut(origin)
+            .map_or(BudgetLevel::Full, |h| h.budget_level(now_ms));
+        match self.pop_5xx_rate(origin, now_ms) {
+            Some(rate) => local.stricter(self.health_params.level_for_5xx_rate(rate)),
+            None => local,
+        }
+    }
+}
+
+/// One origin's PoP-wide 5xx rate as last reported.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PopRate {
+    rate: f64,
+    responses: u64,
+    at_ms: f64,
 }
 
 #[cfg(test)]
@@ -319,6 +374,61 @@ mod tests {
             gate.record(1, Outcome::Success, 63_000.0);
         }
         assert!(hedges_per_1000(&mut gate, 63_000.0) >= 490);
+    }
+
+    #[test]
+    fn a_quiet_isolate_holds_back_from_an_origin_the_pop_sees_erroring() {
+        let mut gate = HedgeGate::new(
+            &params(&[
+                (
+                    "HEDGE_ORIGINS",
+                    r#"[{"name":"a","url":"http://a"},{"name":"c","url":"http://c"}]"#,
+                ),
+                ("HEDGE_BUDGET_PERCENT", "50"),
+                ("HEDGE_BUDGET_MAX_TOKENS", "1"),
+                ("HEDGE_BUDGET_FLOOR_PER_SEC", "0"),
+                ("HEDGE_SAME_ORIGIN_HEDGE", "false"),
+            ]),
+            0.0,
+        );
+        let hedges_per_1000 = |gate: &mut HedgeGate, start: f64| {
+            (0..1_000)
+                .filter(|i| {
+                    let now = start + f64::from(*i);
+                    gate.deposit(now);
+                    gate.permit(0, now, true).is_ok()
+                })
+                .count()
+        };
+        // This isolate has seen nothing of c; the PoP saw 30% 5xx over 100 answers.
+        gate.note_pop_rates(&[(1, 0.3, 100)], 1_000.0);
+        assert_eq!(gate.pop_5xx_rate(1, 1_000.0), Some(0.3));
+        assert_eq!(gate.permit(0, 1_000.0, true), Err(HedgeDenied::NoTarget));
+        assert_eq!(
+            gate.origin_snapshot(1, 1_000.0).map(|s| s.budget),
+            Some(BudgetLevel::Stopped)
+        );
+        // 5% across the PoP: the reduced budget (5%), not this isolate's 50%.
+        gate.note_pop_rates(&[(1, 0.05, 100)], 2_000.0);
+        let reduced = hedges_per_1000(&mut gate, 2_000.0);
+        assert!((40..=60).contains(&reduced), "{reduced}");
+        // A rate over too few answers, or one a window old, is not used.
+        gate.note_pop_rates(&[(1, 1.0, 5)], 3_000.0);
+        assert_eq!(gate.pop_5xx_rate(1, 3_000.0), None);
+        gate.note_pop_rates(&[(1, 1.0, 100)], 4_000.0);
+        assert_eq!(gate.pop_5xx_rate(1, 64_000.0), None);
+        assert!(hedges_per_1000(&mut gate, 64_000.0) >= 490);
+    }
+
+    #[test]
+    fn the_stricter_of_local_and_pop_levels_wins() {
+        let full = BudgetLevel::Full;
+        let reduced = BudgetLevel::Reduced(5.0);
+        let stopped = BudgetLevel::Stopped;
+        assert_eq!(full.stricter(reduced), reduced);
+        assert_eq!(reduced.stricter(full), reduced);
+        assert_eq!(reduced.stricter(stopped), stopped);
+        assert_eq!(stopped.stricter(full), stopped);
     }
 
     #[test]

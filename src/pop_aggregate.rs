@@ -207,7 +207,8 @@ impl PopAggregate {
         }
     }
 
-    fn origin_rates(&mut self, now_ms: f64) -> Vec<OriginRate> {
+    /// Responses and 5xx rate per origin over the window.
+    pub fn origin_rates(&mut self, now_ms: f64) -> Vec<OriginRate> {
         let window = self.params.window;
         self.counters
             .origins

@@ -276,6 +276,19 @@ impl PopClient {
 /// Hedges can never exceed what the format accepts.
 const MAX_HEDGE_COUNT: u64 = crate::pop_push::MAX_COUNT;
 
+/// The reply's per-origin 5xx rates as (origin index, rate, responses), for
+/// the origins this isolate knows by name.
+pub fn origin_rates(reply: &PushReply, origin_names: &[String]) -> Vec<(usize, f64, u64)> {
+    reply
+        .origins
+        .iter()
+        .filter_map(|o| {
+            let index = origin_names.iter().position(|n| *n == o.origin)?;
+            Some((index, o.rate_5xx, o.responses))
+        })
+        .collect()
+}
+
 /// Blends the isolate's own quantile with the PoP's: the local estimate gets
 /// weight `n / (n + blend_samples)` for its `n` samples, so a cold isolate
 /// uses the PoP's, and its own takes over as its data grows (equal weight at
@@ -295,7 +308,7 @@ pub fn blend(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pop_push::KeyQuantile;
+    use crate::pop_push::{KeyQuantile, OriginRate};
 
     fn params() -> PopClientParams {
         PopClientParams {
@@ -324,6 +337,24 @@ mod tests {
             eligible: 1_000,
             origins: vec![],
         }
+    }
+
+    #[test]
+    fn origin_rates_are_matched_by_name_and_unknown_origins_skipped() {
+        let mut r = reply(None, 0.0);
+        r.origins = vec![
+            OriginRate {
+                origin: "b".into(),
+                responses: 40,
+                rate_5xx: 0.25,
+            },
+            OriginRate {
+                origin: "gone".into(),
+                responses: 9,
+                rate_5xx: 1.0,
+            },
+        ];
+        assert_eq!(origin_rates(&r, &names()), vec![(1, 0.25, 40)]);
     }
 
     /// Pushes a client makes in `seconds` at `rps`, every push answered at once.

@@ -71,6 +71,59 @@ test("a fresh isolate hedges on the PoP delay from the aggregator, which survive
   }
 });
 
+test("a fresh isolate sends no hedges to an origin the PoP has seen erroring", async () => {
+  let bFails = true;
+  const a = await origin("a", () => ({ delayMs: 300, body: "from-a" }));
+  const b = await origin("b", () => (bFails ? { status: 500, body: "broken" } : { body: "from-b" }));
+  const persistDir = await tempDir();
+
+  // First runtime: b is the primary and answers 500 to everything.
+  // (Its own health must not take b out of service, or the PoP hears little of it.)
+  const first = await startWorker(
+    { HEDGE_ORIGINS: origins(b, a), ...VARS, HEDGE_HEALTH_CONSECUTIVE_FAILURES: "1000", HEDGE_HEALTH_FAILURE_RATE: "1" },
+    popAggregator({ persistDir }),
+  );
+  for (let i = 0; i < 40; i++) await (await first.fetch(`/api/e/${i}`)).arrayBuffer();
+  const seen = (await first.popStats()).origins.find((o) => o.origin === "b");
+  assert.ok(seen.responses >= 20 && seen.rate_5xx === 1, JSON.stringify(seen));
+  await first.dispose();
+
+  // Second runtime: b is healthy again and is the hedge target, but this
+  // isolate has no data of its own on b; the PoP's 5xx rate for b stops hedges to it.
+  bFails = false;
+  const hedgesBefore = b.requests.length;
+  const second = await startWorker(
+    {
+      HEDGE_ORIGINS: origins(a, b),
+      ...VARS,
+      HEDGE_COLD_DELAY_MS: "20",
+      HEDGE_MIN_DATA_POINTS: "1000000",
+      HEDGE_SAME_ORIGIN_HEDGE: "false",
+    },
+    popAggregator({ persistDir }),
+  );
+  try {
+    // The first request pushes (nothing known yet, so it may hedge); once the
+    // reply is in, hedges to b are refused.
+    let skip;
+    for (let i = 0; i < 10 && skip?.desc !== "no-target"; i++) {
+      const res = await second.fetch(`/api/q/${i}`);
+      await res.arrayBuffer();
+      skip = serverTiming(res.headers.get("server-timing"))["hedge-skip"];
+    }
+    assert.equal(skip?.desc, "no-target", "hedges to b refused on the PoP's word");
+    const sentSoFar = b.requests.length;
+    for (let i = 0; i < 5; i++) {
+      const res = await second.fetch(`/api/later/${i}`);
+      assert.equal(await res.text(), "from-a");
+    }
+    assert.equal(b.requests.length, sentSoFar, "no hedges to b while the PoP rate holds");
+    assert.ok(sentSoFar - hedgesBefore <= 2, `${sentSoFar - hedgesBefore} hedges reached b before the reply`);
+  } finally {
+    await second.dispose();
+  }
+});
+
 test("a bad push body is rejected with a clear error and changes nothing", async () => {
   const a = await origin("a", () => ({}));
   const w = await startWorker({ HEDGE_ORIGINS: origins(a) }, popAggregator());

@@ -18,7 +18,7 @@ use super::isolate;
 // The `#[durable_object]` expansion names `wasm_bindgen` by its bare path.
 use crate::config;
 use crate::pop_aggregate::{PopAggregate, PopKey, PopParams};
-use crate::pop_push::Push;
+use crate::pop_push::{OriginRate, Push};
 use worker::wasm_bindgen;
 
 /// How often the alarm sweeps idle keys (at most; less when idle time is shorter).
@@ -67,6 +67,8 @@ struct StatsJson {
     pushes: u64,
     push_bytes: u64,
     hedge_fraction: f64,
+    /// Per-origin responses and 5xx rate over the window.
+    origins: Vec<OriginRate>,
 }
 
 impl DurableObject for PopAggregator {
@@ -119,6 +121,7 @@ impl DurableObject for PopAggregator {
                     pushes: aggregate.pushes(),
                     push_bytes: aggregate.push_bytes(),
                     hedge_fraction: aggregate.hedge_fraction(now),
+                    origins: aggregate.origin_rates(now),
                 })?;
                 json(200, &stats)
             }

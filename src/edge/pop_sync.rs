@@ -16,6 +16,7 @@ use worker::{console_warn, web_sys, Context, Delay, Env, Method, ObjectNamespace
 
 use super::{isolate, now_ms};
 use crate::config::Params;
+use crate::pop_client::origin_rates;
 use crate::pop_push::PushReply;
 
 /// The Durable Object binding of the PoP aggregator (optional).
@@ -52,7 +53,10 @@ pub(crate) fn maybe_push(ctx: &Context, env: &Env, req: &web_sys::Request, param
         let now = now_ms();
         match outcome {
             Ok(reply) => {
-                isolate::with_ready(|ready| ready.pop.push_succeeded(&reply, bytes, now, &names));
+                isolate::with_ready(|ready| {
+                    ready.pop.push_succeeded(&reply, bytes, now, &names);
+                    ready.gate.note_pop_rates(&origin_rates(&reply, &names), now);
+                });
             }
             Err(e) => {
                 let failures = isolate::with_ready(|ready| {

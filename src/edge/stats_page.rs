@@ -41,6 +41,9 @@ struct OriginJson<'a> {
     window_requests: u64,
     window_5xx_rate: Option<f64>,
     window_failure_rate: Option<f64>,
+    /// The PoP-wide 5xx rate from the aggregator, while fresh and over
+    /// enough answers; the budget level is the stricter of the two.
+    pop_5xx_rate: Option<f64>,
     /// The origin-wide local quantile in use, ms.
     local_quantile_ms: Option<f64>,
     local_samples: u64,
@@ -144,6 +147,7 @@ pub(crate) fn respond(
                     window_requests: gate.map_or(0, |g| g.window.requests),
                     window_5xx_rate: gate.and_then(|g| g.window.server_error_rate),
                     window_failure_rate: gate.and_then(|g| g.window.failure_rate),
+                    pop_5xx_rate: ready.gate.pop_5xx_rate(i, now_ms),
                     local_quantile_ms: e.map(|e| e.value_ms),
                     local_samples: e.map_or(0, |e| e.samples),
                 }
