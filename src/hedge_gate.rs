@@ -319,10 +319,10 @@ mod tests {
         assert!(gate.permit(0, 1.0, false).is_ok());
     }
 
-    #[test]
-    fn a_5xx_burst_cuts_hedges_to_the_reduced_budget_and_they_recover() {
-        // Only one peer, so every hedge targets c.
-        let mut gate = HedgeGate::new(
+    /// Origins a and c, a 50% budget holding one token, no time floor, no
+    /// same-origin hedges: every hedge from a targets c.
+    fn half_budget_gate_with_one_peer() -> HedgeGate {
+        HedgeGate::new(
             &params(&[
                 (
                     "HEDGE_ORIGINS",
@@ -334,18 +334,23 @@ mod tests {
                 ("HEDGE_SAME_ORIGIN_HEDGE", "false"),
             ]),
             0.0,
-        );
-        let hedges_per_1000 = |gate: &mut HedgeGate, start: f64| {
-            let mut sent = 0;
-            for i in 0..1_000 {
-                let now = start + i as f64;
+        )
+    }
+
+    /// Hedges permitted for 1,000 eligible requests from a, one per ms from `start`.
+    fn hedges_per_1000(gate: &mut HedgeGate, start: f64) -> usize {
+        (0..1_000)
+            .filter(|i| {
+                let now = start + f64::from(*i);
                 gate.deposit(now);
-                if gate.permit(0, now, true).is_ok() {
-                    sent += 1;
-                }
-            }
-            sent
-        };
+                gate.permit(0, now, true).is_ok()
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_5xx_burst_cuts_hedges_to_the_reduced_budget_and_they_recover() {
+        let mut gate = half_budget_gate_with_one_peer();
         assert!(hedges_per_1000(&mut gate, 0.0) >= 490);
         // c answers 5% of its requests with 5xx: its hedges drop to 5%.
         for i in 0..100 {
@@ -378,28 +383,7 @@ mod tests {
 
     #[test]
     fn a_quiet_isolate_holds_back_from_an_origin_the_pop_sees_erroring() {
-        let mut gate = HedgeGate::new(
-            &params(&[
-                (
-                    "HEDGE_ORIGINS",
-                    r#"[{"name":"a","url":"http://a"},{"name":"c","url":"http://c"}]"#,
-                ),
-                ("HEDGE_BUDGET_PERCENT", "50"),
-                ("HEDGE_BUDGET_MAX_TOKENS", "1"),
-                ("HEDGE_BUDGET_FLOOR_PER_SEC", "0"),
-                ("HEDGE_SAME_ORIGIN_HEDGE", "false"),
-            ]),
-            0.0,
-        );
-        let hedges_per_1000 = |gate: &mut HedgeGate, start: f64| {
-            (0..1_000)
-                .filter(|i| {
-                    let now = start + f64::from(*i);
-                    gate.deposit(now);
-                    gate.permit(0, now, true).is_ok()
-                })
-                .count()
-        };
+        let mut gate = half_budget_gate_with_one_peer();
         // This isolate has seen nothing of c; the PoP saw 30% 5xx over 100 answers.
         gate.note_pop_rates(&[(1, 0.3, 100)], 1_000.0);
         assert_eq!(gate.pop_5xx_rate(1, 1_000.0), Some(0.3));
