@@ -80,7 +80,13 @@ test("a fresh isolate sends no hedges to an origin the PoP has seen erroring", a
   // First runtime: b is the primary and answers 500 to everything.
   // (Its own health must not take b out of service, or the PoP hears little of it.)
   const first = await startWorker(
-    { HEDGE_ORIGINS: origins(b, a), ...VARS, HEDGE_HEALTH_CONSECUTIVE_FAILURES: "1000", HEDGE_HEALTH_FAILURE_RATE: "1" },
+    {
+      HEDGE_ORIGINS: origins(b, a),
+      ...VARS,
+      HEDGE_HEALTH_CONSECUTIVE_FAILURES: "1000",
+      HEDGE_HEALTH_FAILURE_RATE: "1",
+      HEDGE_LOG_LEVEL: "off",
+    },
     popAggregator({ persistDir }),
   );
   for (let i = 0; i < 40; i++) await (await first.fetch(`/api/e/${i}`)).arrayBuffer();
