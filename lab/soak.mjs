@@ -1,6 +1,6 @@
 // Soak: the built Worker in workerd in front of the simulated heavy-tail
 // origins at a fixed open-loop rate for a long time, checking that nothing
-// errs and workerd's memory stays flat.
+// errs and the Worker's own (wasm) memory stays flat.
 //
 //   node lab/soak.mjs [--minutes 10] [--rate 100] [--slice-seconds 30]
 //
