@@ -24,12 +24,14 @@ enum BodyState {
     Ended,
 }
 
-/// `response`'s body, cut when the origin sends nothing for `idle_ms`. The
-/// origin's `Content-Length` still holds where the body is not encoded.
+/// `response`'s body, cut when the origin sends nothing for `idle_ms`
+/// (aborting `origin_fetch`). The origin's `Content-Length` still holds where
+/// the body is not encoded.
 pub(crate) fn watch(
     response: &web_sys::Response,
     body: web_sys::ReadableStream,
     idle_ms: f64,
+    origin_fetch: Option<web_sys::AbortController>,
 ) -> worker::Result<web_sys::ReadableStream> {
     let headers = response.headers();
     let length = fixed_length(
@@ -74,6 +76,11 @@ pub(crate) fn watch(
                 state.set(BodyState::Cut);
                 console_warn!("hedgehog-edge: {}", idle_message(idle_ms));
                 cut.abort();
+                // Cancelling this copy of the body is not enough when the
+                // cache holds a tee of it: abort the fetch itself.
+                if let Some(controller) = &origin_fetch {
+                    controller.abort();
+                }
                 return;
             }
             Delay::from(Duration::from_millis(wait_ms.ceil() as u64)).await;

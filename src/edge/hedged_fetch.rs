@@ -82,6 +82,9 @@ pub(crate) struct RaceReport {
     pub(crate) hedge_denied: Option<HedgeDenied>,
     pub(crate) primary: LegReport,
     pub(crate) hedge: LegReport,
+    /// The winning leg's controller: aborting it stops the origin's body
+    /// (for the body idle timeout, which may cut it after the race).
+    pub(crate) winner_controller: Option<web_sys::AbortController>,
 }
 
 enum Event {
@@ -116,6 +119,7 @@ pub(crate) async fn run(
         end: RaceEnd::TimedOut,
         hedge_sent: false,
         hedge_denied: None,
+        winner_controller: None,
         primary: LegReport {
             origin: plan.primary,
             ..LegReport::default()
@@ -250,6 +254,8 @@ pub(crate) async fn run(
                     .take()
                     .ok_or_else(|| worker::Error::RustError("winner without a response".into()))?;
                 report.end = RaceEnd::Won(winner, response);
+                report.winner_controller =
+                    controller(winner, &mut primary_ctl, &mut hedge_ctl).take();
                 return Ok(report);
             }
             Step::DeliverPrimaryFailure => {

@@ -98,7 +98,12 @@ pub(crate) fn race_response(
     match &report.end {
         RaceEnd::Won(_, response) | RaceEnd::PrimaryFailed(Some(response)) => {
             let body = match (response.body(), params.body_idle_timeout_ms) {
-                (Some(body), Some(idle_ms)) => Some(body_watchdog::watch(response, body, idle_ms)?),
+                (Some(body), Some(idle_ms)) => Some(body_watchdog::watch(
+                    response,
+                    body,
+                    idle_ms,
+                    report.winner_controller.clone(),
+                )?),
                 (body, _) => body,
             };
             decorate(response, body, x_hedge, &server_timing, request_id)
