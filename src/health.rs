@@ -70,6 +70,15 @@ impl HealthParams {
 }
 
 impl BudgetLevel {
+    /// A short name for stats: `full`, `reduced` or `stopped`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            BudgetLevel::Full => "full",
+            BudgetLevel::Reduced(_) => "reduced",
+            BudgetLevel::Stopped => "stopped",
+        }
+    }
+
     /// The stricter of two levels: stopped over reduced over full.
     pub fn stricter(self, other: BudgetLevel) -> BudgetLevel {
         let rank = |l: &BudgetLevel| match l {

@@ -57,11 +57,9 @@ pub struct HedgeGate {
     zones: Vec<Option<String>>,
     same_origin_hedge: bool,
     pop_rates: Vec<Option<PopRate>>,
+    /// Thresholds for PoP rates; a PoP rate is used for one health window
+    /// and only over at least `min_requests` answers, like a local one.
     health_params: HealthParams,
-    /// PoP rates older than this (the health window) are not used.
-    stale_ms: f64,
-    /// PoP rates over fewer responses than this are not used.
-    min_requests: u64,
 }
 
 // === impl HedgeGate ===
@@ -89,8 +87,6 @@ impl HedgeGate {
             same_origin_hedge: params.same_origin_hedge,
             pop_rates: vec![None; params.origins.len()],
             health_params: params.health,
-            stale_ms: params.health.window.window_ms,
-            min_requests: params.health.min_requests,
         }
     }
 
@@ -119,7 +115,13 @@ impl HedgeGate {
         now_ms: f64,
         charge_budget: bool,
     ) -> Result<usize, HedgeDenied> {
-        let primary_level = self.level(primary, now_ms);
+        // Every origin's level once: the primary's, the candidate targets' and
+        // the withdrawal below all read these.
+        let levels: Vec<BudgetLevel> = (0..self.health.len())
+            .map(|i| self.level(i, now_ms))
+            .collect();
+        let level_of = |i: usize| levels.get(i).copied().unwrap_or(BudgetLevel::Full);
+        let primary_level = level_of(primary);
         if charge_budget && primary_level == BudgetLevel::Stopped {
             return Err(HedgeDenied::PrimaryErroring);
         }
@@ -132,12 +134,9 @@ impl HedgeGate {
         if charge_budget && self.budget.tokens(now_ms) < 1.0 {
             return Err(HedgeDenied::Budget);
         }
-        let levels: Vec<BudgetLevel> = (0..self.health.len())
-            .map(|i| self.level(i, now_ms))
-            .collect();
         let zones: Vec<Option<&str>> = self.zones.iter().map(|z| z.as_deref()).collect();
         let target = choose_hedge(primary, &zones, self.same_origin_hedge, |i| {
-            let room = match levels[i] {
+            let room = match level_of(i) {
                 BudgetLevel::Stopped => false,
                 BudgetLevel::Reduced(_) => !charge_budget || self.reduced[i].tokens(now_ms) >= 1.0,
                 BudgetLevel::Full => true,
@@ -154,7 +153,7 @@ impl HedgeGate {
             let mut limited = vec![primary, origin];
             limited.dedup();
             for o in limited {
-                if matches!(self.level(o, now_ms), BudgetLevel::Reduced(_)) {
+                if matches!(level_of(o), BudgetLevel::Reduced(_)) {
                     self.reduced[o].try_withdraw(now_ms);
                 }
             }
@@ -196,11 +195,6 @@ impl HedgeGate {
         })
     }
 
-    /// Whether `origin` is healthy (for stats and tests).
-    pub fn is_healthy(&self, origin: usize) -> bool {
-        self.health.get(origin).is_some_and(|h| h.is_healthy())
-    }
-
     /// The PoP-wide 5xx rates from the aggregator's latest reply, as
     /// (origin, rate, responses). Until they go stale (one health window),
     /// an origin's budget level is the stricter of this isolate's and the
@@ -226,7 +220,10 @@ impl HedgeGate {
             .get(origin)
             .copied()
             .flatten()
-            .filter(|p| now_ms - p.at_ms < self.stale_ms && p.responses >= self.min_requests)
+            .filter(|p| {
+                now_ms - p.at_ms < self.health_params.window.window_ms
+                    && p.responses >= self.health_params.min_requests
+            })
             .map(|p| p.rate)
     }
 
@@ -279,7 +276,7 @@ mod tests {
         for _ in 0..5 {
             gate.record(2, Outcome::Unreachable, 0.0);
         }
-        assert!(!gate.is_healthy(2));
+        assert_eq!(gate.origin_snapshot(2, 0.0).map(|s| s.healthy), Some(false));
         assert_eq!(
             gate.permit(0, 10.0, true),
             Ok(1),

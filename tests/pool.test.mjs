@@ -3,6 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { origin, worker } from "./support/harness.mjs";
+import { origins } from "./support/worker.mjs";
 
 const hedgesAt = (o) => o.requests.filter((r) => r.headers["x-hedge-attempt"] === "true").length;
 
@@ -31,10 +32,7 @@ test("a degraded origin gets no hedges until a trial after the cool-down succeed
   const a = await origin("a", () => ({ delayMs: 100, body: "from-a" }));
   const b = await origin("b", () => (bHealthy ? { body: "from-b" } : { status: 502, body: "down" }));
   const w = await worker({
-    HEDGE_ORIGINS: [
-      { name: "a", url: a.url, zone: "eu" },
-      { name: "b", url: b.url, zone: "us" },
-    ],
+    HEDGE_ORIGINS: origins(a, b), // in different zones
     HEDGE_COLD_DELAY_MS: "20",
     // Longer than the rest of the first phase (4 requests of ~100 ms).
     HEDGE_HEALTH_COOLDOWN_MS: "3000",
@@ -64,10 +62,7 @@ test("a hedge answered 503 (shed) never reaches the client: the primary answers"
   const a = await origin("a", () => ({ delayMs: 300, body: "from-a" }));
   const b = await origin("b", (req) => (req.headers["x-hedge-attempt"] ? { status: 503, body: "shed" } : {}));
   const w = await worker({
-    HEDGE_ORIGINS: [
-      { name: "a", url: a.url, zone: "eu" },
-      { name: "b", url: b.url, zone: "us" },
-    ],
+    HEDGE_ORIGINS: origins(a, b), // in different zones
     HEDGE_COLD_DELAY_MS: "20",
   });
   for (let i = 0; i < 3; i++) {
@@ -89,10 +84,7 @@ test("a 5xx burst at the hedge target cuts hedges to the reduced budget; they re
     return { body: "from-b" };
   });
   const w = await worker({
-    HEDGE_ORIGINS: [
-      { name: "a", url: a.url, zone: "eu" },
-      { name: "b", url: b.url, zone: "us" },
-    ],
+    HEDGE_ORIGINS: origins(a, b), // in different zones
     HEDGE_CACHE: "false",
     // Every request is slow enough to hedge; the delay stays the cold one.
     HEDGE_COLD_DELAY_MS: "20",

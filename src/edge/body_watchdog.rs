@@ -1,9 +1,10 @@
 //! HEDGE_BODY_IDLE_TIMEOUT_MS: a winner's body that stops arriving is cut.
 //!
 //! Off by default, because watching costs: the body no longer passes through
-//! the runtime natively but chunk by chunk through wasm. Reading the origin's body through a stream that is dropped
-//! cancels it, which closes the origin's connection; the client's stream is
-//! errored, so the client sees a broken response rather than a short one.
+//! the runtime natively but chunk by chunk through wasm. Dropping the stream
+//! the origin's body is read through cancels it, which closes the origin's
+//! connection; the client's stream is errored, so the client sees a broken
+//! response rather than a short one.
 
 use std::cell::Cell;
 use std::rc::Rc;

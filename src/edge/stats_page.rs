@@ -138,11 +138,7 @@ pub(crate) fn respond(
                     name: &o.name,
                     zone: o.zone.as_deref(),
                     degraded: gate.is_some_and(|g| !g.healthy),
-                    hedge_budget: match gate.map(|g| g.budget) {
-                        Some(BudgetLevel::Reduced(_)) => "reduced",
-                        Some(BudgetLevel::Stopped) => "stopped",
-                        _ => "full",
-                    },
+                    hedge_budget: gate.map_or(BudgetLevel::Full, |g| g.budget).as_str(),
                     reduced_budget_tokens: gate.map_or(0.0, |g| g.reduced_budget_tokens),
                     window_requests: gate.map_or(0, |g| g.window.requests),
                     window_5xx_rate: gate.and_then(|g| g.window.server_error_rate),
