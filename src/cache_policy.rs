@@ -7,6 +7,16 @@
 //! and only `200` responses that say they are shared-cacheable (`public`,
 //! `max-age` or `s-maxage` above zero) and set no cookie and do not `Vary: *`.
 //!
+//! `Vary` (RFC 9111 4.1): a stored response may only be reused for a request
+//! whose headers named by its `Vary` match. The Cache API is keyed by URL
+//! alone, so a varying response is stored under a *variant key*
+//! ([`variant_key`]) that spells out the exact values of those headers in the
+//! storing request, and the plain URL holds only a *marker* naming them; a
+//! lookup that finds a marker builds the variant key from its own request's
+//! headers. So a client only ever gets a response stored for the same values
+//! of every header it varies on. `Vary: *`, more than [`MAX_VARY_NAMES`]
+//! names, or a key longer than [`MAX_VARIANT_KEY_LEN`] is not stored.
+//!
 //! A cache lookup is not free (it is I/O on every request), and most API
 //! routes never produce a storable response. [`CacheRoutes`] learns which
 //! route keys do: those are always looked up, the rest only one request in
@@ -21,6 +31,9 @@ pub const MAX_CACHEABLE_ROUTES: usize = 1_024;
 #[derive(Debug)]
 pub struct CacheRoutes {
     known: HashSet<String>,
+    /// Known routes whose latest answer was not storable: not coalesced, since
+    /// a waiter there would wait for the leader only to fetch for itself.
+    last_unstorable: HashSet<String>,
     probe_every: u64,
     unknown_seen: u64,
 }
@@ -32,6 +45,7 @@ impl CacheRoutes {
     pub fn new(probe_every: u64) -> Self {
         Self {
             known: HashSet::new(),
+            last_unstorable: HashSet::new(),
             probe_every: probe_every.max(1),
             unknown_seen: 0,
         }
@@ -53,8 +67,121 @@ impl CacheRoutes {
 
     /// `route` produced a storable response or a hit.
     pub fn learn(&mut self, route: &str) {
+        self.last_unstorable.remove(route);
         if self.known.len() < MAX_CACHEABLE_ROUTES {
             self.known.insert(route.to_string());
+        }
+    }
+
+    /// `route` answered with a response that may not be stored.
+    pub fn learn_unstorable(&mut self, route: &str) {
+        if self.known.contains(route) && self.last_unstorable.len() < MAX_CACHEABLE_ROUTES {
+            self.last_unstorable.insert(route.to_string());
+        }
+    }
+
+    /// Whether concurrent identical misses on `route` should wait for one
+    /// fetch: only where the route's latest answer was storable. Elsewhere a
+    /// waiter would be released when the leader's headers arrive and then
+    /// fetch for itself, taking twice as long as alone.
+    pub fn should_coalesce(&self, route: &str) -> bool {
+        self.known.contains(route) && !self.last_unstorable.contains(route)
+    }
+}
+
+/// Most header names a stored response may vary on.
+pub const MAX_VARY_NAMES: usize = 8;
+
+/// Longest variant key; a longer one (huge header values) is not stored.
+pub const MAX_VARIANT_KEY_LEN: usize = 4_096;
+
+/// Header on a marker entry (stored under the plain URL): the lower-case,
+/// comma-separated header names the URL's response varies on.
+pub const VARY_MARKER_HEADER: &str = "x-hedgehog-vary";
+
+/// What a response's `Vary` means for storing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VaryRule {
+    /// No `Vary` (or an empty one): one entry under the plain URL.
+    None,
+    /// Stored under the variant key of these lower-case header names (sorted, unique).
+    Headers(Vec<String>),
+    /// `Vary: *`, too many names, or a malformed name: never stored.
+    Unstorable,
+}
+
+/// Reads a `Vary` header value (or a marker's list of names).
+pub fn vary_rule(vary: Option<&str>) -> VaryRule {
+    let mut names: Vec<String> = Vec::new();
+    for name in vary.unwrap_or_default().split(',').map(str::trim) {
+        if name.is_empty() {
+            continue;
+        }
+        let token = name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if name == "*" || !token {
+            return VaryRule::Unstorable;
+        }
+        names.push(name.to_ascii_lowercase());
+    }
+    names.sort();
+    names.dedup();
+    match names.len() {
+        0 => VaryRule::None,
+        n if n > MAX_VARY_NAMES => VaryRule::Unstorable,
+        _ => VaryRule::Headers(names),
+    }
+}
+
+/// The cache key of the variant of `url` selected by the request headers
+/// `names` (as [`vary_rule`] gives them), or `None` when it would be too long.
+///
+/// The key's host, `hedgehog-vary.invalid`, can never be a client's own URL
+/// (`.invalid` never resolves), so a client cannot fetch or store a variant
+/// entry directly. Values are spelled out exactly (percent-encoded, no hash),
+/// so two different values can never share an entry; an absent header and
+/// an empty one differ too.
+pub fn variant_key(
+    url: &str,
+    names: &[String],
+    header: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let mut key = String::from("https://hedgehog-vary.invalid/v1?url=");
+    percent_encode_into(&mut key, url);
+    for name in names {
+        key.push('&');
+        key.push_str(name);
+        match header(name) {
+            Some(value) => {
+                key.push('=');
+                percent_encode_into(&mut key, &normalize_header_value(&value));
+            }
+            None => key.push_str("~absent"),
+        }
+        if key.len() > MAX_VARIANT_KEY_LEN {
+            return None;
+        }
+    }
+    Some(key)
+}
+
+/// Whitespace around list commas and at the ends does not change a header's
+/// meaning: `gzip, br` and `gzip,br` are one variant.
+fn normalize_header_value(value: &str) -> String {
+    value
+        .split(',')
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn percent_encode_into(out: &mut String, text: &str) {
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
         }
     }
 }
@@ -99,10 +226,7 @@ pub fn response_storable(facts: &CacheResponseFacts<'_>) -> bool {
     if facts.status != 200 || facts.sets_cookie {
         return false;
     }
-    if facts
-        .vary
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == "*"))
-    {
+    if vary_rule(facts.vary) == VaryRule::Unstorable {
         return false;
     }
     let cc = facts.cache_control;
@@ -245,5 +369,116 @@ mod tests {
             ..resp(200, Some("max-age=60"))
         };
         assert!(!response_storable(&vary_all));
+    }
+
+    #[test]
+    fn vary_names_are_read_sorted_and_bounded() {
+        assert_eq!(vary_rule(None), VaryRule::None);
+        assert_eq!(vary_rule(Some(" , ")), VaryRule::None);
+        assert_eq!(
+            vary_rule(Some("Origin, Accept-Language,origin")),
+            VaryRule::Headers(vec!["accept-language".into(), "origin".into()])
+        );
+        assert_eq!(vary_rule(Some("*")), VaryRule::Unstorable);
+        assert_eq!(vary_rule(Some("bad name")), VaryRule::Unstorable);
+        let many = (0..=MAX_VARY_NAMES)
+            .map(|i| format!("x-h{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        assert_eq!(vary_rule(Some(&many)), VaryRule::Unstorable);
+    }
+
+    fn key_for(url: &str, names: &[&str], headers: &[(&str, &str)]) -> Option<String> {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        variant_key(url, &names, |n| {
+            headers
+                .iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn each_variant_gets_its_own_key() {
+        let en = key_for(
+            "https://e/x",
+            &["accept-language"],
+            &[("accept-language", "en")],
+        );
+        let fr = key_for(
+            "https://e/x",
+            &["accept-language"],
+            &[("accept-language", "fr")],
+        );
+        let none = key_for("https://e/x", &["accept-language"], &[]);
+        let empty = key_for(
+            "https://e/x",
+            &["accept-language"],
+            &[("accept-language", "")],
+        );
+        let keys = [&en, &fr, &none, &empty];
+        for (i, a) in keys.iter().enumerate() {
+            assert!(a.is_some());
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        let other_url = key_for(
+            "https://e/y",
+            &["accept-language"],
+            &[("accept-language", "en")],
+        );
+        assert_ne!(en, other_url);
+    }
+
+    #[test]
+    fn a_value_cannot_forge_another_variant_or_url() {
+        // A value carrying the key's own separators stays inside its field.
+        let forged = key_for(
+            "https://e/x",
+            &["accept-language", "origin"],
+            &[("accept-language", "en&origin=https://a"), ("origin", "b")],
+        );
+        let honest = key_for(
+            "https://e/x",
+            &["accept-language", "origin"],
+            &[("accept-language", "en"), ("origin", "https://a")],
+        );
+        assert_ne!(forged, honest);
+        assert!(forged.is_some_and(|k| k.starts_with("https://hedgehog-vary.invalid/")));
+    }
+
+    #[test]
+    fn list_spacing_is_one_variant_and_huge_values_are_not_keyed() {
+        assert_eq!(
+            key_for(
+                "u",
+                &["accept-encoding"],
+                &[("accept-encoding", "gzip, br")]
+            ),
+            key_for(
+                "u",
+                &["accept-encoding"],
+                &[("accept-encoding", " gzip,br ")]
+            )
+        );
+        let huge = "a".repeat(MAX_VARIANT_KEY_LEN);
+        assert_eq!(key_for("u", &["origin"], &[("origin", &huge)]), None);
+    }
+
+    #[test]
+    fn routes_whose_latest_answer_was_unstorable_are_not_coalesced() {
+        let mut routes = CacheRoutes::new(64);
+        assert!(!routes.should_coalesce("/r"), "unknown: not coalesced");
+        routes.learn("/r");
+        assert!(routes.should_coalesce("/r"));
+        routes.learn_unstorable("/r");
+        assert!(!routes.should_coalesce("/r"));
+        assert!(
+            routes.should_lookup("/r"),
+            "still looked up: it was storable once"
+        );
+        routes.learn("/r");
+        assert!(routes.should_coalesce("/r"));
     }
 }

@@ -35,11 +35,12 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("HEDGE_STATIC_DELAY_MS", "none", "the fixed delay of HEDGE_MODE=static (required there)"),
     ("HEDGE_RETRY_TIMEOUT_MS", "1000", "HEDGE_MODE=retry: time before the primary is abandoned and retried"),
     ("HEDGE_BUDGET_PERCENT", "12", "hedges allowed per 100 eligible requests"),
-    ("HEDGE_BUDGET_FLOOR_PER_SEC", "1", "hedges per second allowed at low traffic"),
-    ("HEDGE_BUDGET_MAX_TOKENS", "10", "most hedges a quiet spell can bank"),
+    ("HEDGE_BUDGET_FLOOR_PER_SEC", "0", "hedges per second per isolate allowed at low traffic; adds up over a PoP's isolates, so 0 keeps the budget a PoP-wide promise"),
+    ("HEDGE_BUDGET_MAX_TOKENS", "10", "most earned hedges an isolate can bank (a new isolate starts with none)"),
     ("HEDGE_METHODS", "GET,HEAD", "methods hedged without an idempotency key (GET, HEAD, OPTIONS, PUT, DELETE allowed)"),
-    ("HEDGE_IDEMPOTENCY_HEADER", "idempotency-key", "header that makes any method hedgeable; empty disables"),
+    ("HEDGE_IDEMPOTENCY_HEADER", "off", "a header (e.g. idempotency-key) whose presence makes any method hedgeable; set it only when every origin shares one idempotency store, never hedged to the same origin"),
     ("HEDGE_MAX_BODY_BYTES", "1048576", "largest request body held to be sent twice"),
+    ("HEDGE_MAX_HELD_BODY_BYTES", "16777216", "most request-body bytes one isolate holds for replay at once; a body that does not fit is sent once, streamed, not hedged"),
     ("HEDGE_ROUTE_PREFIXES", "[]", "JSON array of path prefixes that name routes"),
     ("HEDGE_ROUTE_SEGMENTS", "1", "leading path segments that form a route key when no prefix matches"),
     ("HEDGE_MAX_ROUTE_KEYS", "64", "most (origin, route key) latency windows kept per isolate"),
@@ -95,6 +96,8 @@ pub struct Params {
     pub budget: BudgetParams,
     /// Which requests may be hedged.
     pub eligibility: EligibilityParams,
+    /// Most request-body bytes held for replay at once per isolate.
+    pub max_held_body_bytes: u64,
     /// How paths map to route keys.
     pub route_keys: RouteKeyParams,
     /// Latency window and key cap.
@@ -351,10 +354,7 @@ impl<'a> Reader<'a> {
 
     fn idempotency_header(&mut self) -> Option<String> {
         const KEY: &str = "HEDGE_IDEMPOTENCY_HEADER";
-        let raw = self
-            .raw(KEY)
-            .unwrap_or("idempotency-key")
-            .to_ascii_lowercase();
+        let raw = self.raw(KEY).unwrap_or("").to_ascii_lowercase();
         if raw.is_empty() {
             return None;
         }
@@ -459,7 +459,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
     }
     let budget = BudgetParams {
         percent: r.number("HEDGE_BUDGET_PERCENT", 12.0, 0.0, 100.0),
-        floor_per_sec: r.number("HEDGE_BUDGET_FLOOR_PER_SEC", 1.0, 0.0, 10_000.0),
+        floor_per_sec: r.number("HEDGE_BUDGET_FLOOR_PER_SEC", 0.0, 0.0, 10_000.0),
         max_tokens: r.number("HEDGE_BUDGET_MAX_TOKENS", 10.0, 1.0, 1_000_000.0),
     };
     let eligibility = EligibilityParams {
@@ -467,6 +467,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
         idempotency_header: r.idempotency_header(),
         max_body_bytes: r.integer("HEDGE_MAX_BODY_BYTES", 1 << 20, 0, 100 << 20),
     };
+    let max_held_body_bytes = r.integer("HEDGE_MAX_HELD_BODY_BYTES", 16 << 20, 0, 100 << 20);
     let route_keys = RouteKeyParams {
         prefixes: r.route_prefixes(),
         segments: r.integer("HEDGE_ROUTE_SEGMENTS", 1, 0, 16) as usize,
@@ -484,6 +485,8 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
     let defaults = HealthParams::default();
     let health = HealthParams {
         window: estimator.window,
+        // A trial lasts at most as long as any request may.
+        trial_timeout_ms: timeout_ms,
         consecutive_failures: r.integer(
             "HEDGE_HEALTH_CONSECUTIVE_FAILURES",
             u64::from(defaults.consecutive_failures),
@@ -629,6 +632,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
             delay,
             budget,
             eligibility,
+            max_held_body_bytes,
             route_keys,
             estimator,
             timeout_ms,
@@ -718,9 +722,11 @@ mod tests {
         assert_eq!(params.budget.percent, 12.0);
         assert_eq!(params.eligibility.methods, vec!["GET", "HEAD"]);
         assert_eq!(
-            params.eligibility.idempotency_header.as_deref(),
-            Some("idempotency-key")
+            params.eligibility.idempotency_header, None,
+            "keyed hedging of other methods is opt-in"
         );
+        assert_eq!(params.budget.floor_per_sec, 0.0, "no per-isolate floor");
+        assert_eq!(params.max_held_body_bytes, 16 << 20);
         assert_eq!(params.timeout_ms, 30_000.0);
         assert_eq!(
             params.body_idle_timeout_ms, None,

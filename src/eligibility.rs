@@ -1,9 +1,13 @@
 //! Decides whether a request may be hedged at all.
 //!
 //! Hedging sends a request twice, so only requests that are safe to repeat
-//! qualify: the configured idempotent methods (GET and HEAD by default), or
-//! any method when the client sends an idempotency key, and then only if its
-//! body is small enough to hold for the second copy. A body without a declared
+//! qualify: the configured idempotent methods (GET and HEAD by default), or,
+//! only where the operator opted in (`HEDGE_IDEMPOTENCY_HEADER`, off by
+//! default), any method when the client sends an idempotency key, and then
+//! only if its body is small enough to hold for the second copy. A key only
+//! makes a repeat safe where every origin checks it against one shared store,
+//! which is why it is opt-in and why a keyed hedge never goes to the same
+//! origin (see [`Eligibility::Hedgeable::keyed`]). A body without a declared
 //! length is read up to the cap by the Worker; if it turns out larger, the
 //! request is sent once, streamed.
 
@@ -41,6 +45,10 @@ pub enum Eligibility {
     Hedgeable {
         /// Whether the request body must be read (up to the cap) for the second leg.
         buffer_body: bool,
+        /// Hedgeable only because of its idempotency key (the method is not
+        /// in `HEDGE_METHODS`): its hedge must go to another origin, since
+        /// one origin seeing the key twice at once may answer 409 or run it twice.
+        keyed: bool,
     },
     /// Sent once, never hedged.
     NotHedgeable(NotHedgeableReason),
@@ -55,6 +63,8 @@ pub enum NotHedgeableReason {
     BodyTooLarge,
     /// A protocol upgrade cannot be repeated.
     Upgrade,
+    /// The isolate already holds `HEDGE_MAX_HELD_BODY_BYTES` of bodies for replay.
+    HeldBodiesFull,
 }
 
 impl NotHedgeableReason {
@@ -64,6 +74,7 @@ impl NotHedgeableReason {
             NotHedgeableReason::NotIdempotent => "not-idempotent",
             NotHedgeableReason::BodyTooLarge => "body-too-large",
             NotHedgeableReason::Upgrade => "upgrade",
+            NotHedgeableReason::HeldBodiesFull => "held-bodies-full",
         }
     }
 }
@@ -81,14 +92,21 @@ pub fn eligibility(facts: &RequestFacts<'_>, params: &EligibilityParams) -> Elig
     if !method_ok && !keyed {
         return Eligibility::NotHedgeable(NotHedgeableReason::NotIdempotent);
     }
+    let keyed = !method_ok;
     if !facts.has_body {
-        return Eligibility::Hedgeable { buffer_body: false };
+        return Eligibility::Hedgeable {
+            buffer_body: false,
+            keyed,
+        };
     }
     match facts.content_length {
         Some(len) if len > params.max_body_bytes => {
             Eligibility::NotHedgeable(NotHedgeableReason::BodyTooLarge)
         }
-        _ => Eligibility::Hedgeable { buffer_body: true },
+        _ => Eligibility::Hedgeable {
+            buffer_body: true,
+            keyed,
+        },
     }
 }
 
@@ -119,7 +137,10 @@ mod tests {
         for m in ["GET", "HEAD", "get"] {
             assert_eq!(
                 eligibility(&facts(m), &params()),
-                Eligibility::Hedgeable { buffer_body: false }
+                Eligibility::Hedgeable {
+                    buffer_body: false,
+                    keyed: false
+                }
             );
         }
     }
@@ -144,7 +165,10 @@ mod tests {
         };
         assert_eq!(
             eligibility(&f, &params()),
-            Eligibility::Hedgeable { buffer_body: true }
+            Eligibility::Hedgeable {
+                buffer_body: true,
+                keyed: true
+            }
         );
     }
 
@@ -188,7 +212,10 @@ mod tests {
         };
         assert_eq!(
             eligibility(&f, &params()),
-            Eligibility::Hedgeable { buffer_body: true }
+            Eligibility::Hedgeable {
+                buffer_body: true,
+                keyed: true
+            }
         );
     }
 

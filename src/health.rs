@@ -27,6 +27,10 @@ pub struct HealthParams {
     pub min_requests: u64,
     /// Time a degraded origin waits before a trial request (default 10 s).
     pub cooldown_ms: f64,
+    /// Longest a trial request may stay unreported before it counts as lost
+    /// and the next request may try (default 30 s, the request timeout): a
+    /// trial whose outcome never arrives must not hold the origin out forever.
+    pub trial_timeout_ms: f64,
     /// 5xx rate above which the hedge budget is reduced (default 0.02).
     pub reduce_above_5xx_rate: f64,
     /// The reduced hedge budget, in percent (default 5).
@@ -49,6 +53,7 @@ impl Default for HealthParams {
             failure_rate: 0.5,
             min_requests: 20,
             cooldown_ms: 10_000.0,
+            trial_timeout_ms: 30_000.0,
             reduce_above_5xx_rate: 0.02,
             reduced_budget_percent: 5.0,
             stop_above_5xx_rate: 0.2,
@@ -144,8 +149,10 @@ enum State {
     Degraded {
         since_ms: f64,
     },
-    /// Degraded, cool-down over, one trial request in flight.
-    Trial,
+    /// Degraded, cool-down over, one trial request in flight since `since_ms`.
+    Trial {
+        since_ms: f64,
+    },
 }
 
 /// Health of one origin.
@@ -194,7 +201,7 @@ impl OriginHealth {
                 }
                 self.consecutive_failures += 1;
                 match self.state {
-                    State::Trial => self.state = State::Degraded { since_ms: now_ms },
+                    State::Trial { .. } => self.state = State::Degraded { since_ms: now_ms },
                     State::Degraded { .. } => {}
                     State::Healthy => {
                         if self.should_degrade() {
@@ -211,10 +218,15 @@ impl OriginHealth {
     pub fn admit(&mut self, now_ms: f64) -> bool {
         match self.state {
             State::Healthy => true,
-            State::Trial => false,
+            // A trial nobody reported on (its request vanished) is lost: try again.
+            State::Trial { since_ms } if now_ms - since_ms >= self.params.trial_timeout_ms => {
+                self.state = State::Trial { since_ms: now_ms };
+                true
+            }
+            State::Trial { .. } => false,
             State::Degraded { since_ms } => {
                 if now_ms - since_ms >= self.params.cooldown_ms {
-                    self.state = State::Trial;
+                    self.state = State::Trial { since_ms: now_ms };
                     true
                 } else {
                     false
@@ -226,7 +238,7 @@ impl OriginHealth {
     /// The trial request was abandoned (aborted) before it answered: it
     /// proved nothing, so the next request may try again at once.
     pub fn abandon_trial(&mut self, now_ms: f64) {
-        if self.state == State::Trial {
+        if matches!(self.state, State::Trial { .. }) {
             self.state = State::Degraded {
                 since_ms: now_ms - self.params.cooldown_ms,
             };
@@ -367,6 +379,18 @@ mod tests {
         h.record(Outcome::Success, 10_050.0);
         assert!(h.is_healthy());
         assert!(h.admit(10_051.0));
+    }
+
+    #[test]
+    fn a_trial_that_never_reports_is_lost_after_the_trial_timeout() {
+        let mut h = health();
+        record_n(&mut h, 5, Outcome::Unreachable, 0.0);
+        assert!(h.admit(10_000.0), "the trial is claimed");
+        // Its request vanished (a client that hung up mid-upload, a hedge
+        // whose send failed): no outcome, no abandon.
+        assert!(!h.admit(39_999.0), "still in trial before the timeout");
+        assert!(h.admit(40_000.0), "a new trial once the old one is lost");
+        assert!(!h.admit(40_001.0), "and again one at a time");
     }
 
     #[test]

@@ -115,6 +115,23 @@ impl HedgeGate {
         now_ms: f64,
         charge_budget: bool,
     ) -> Result<usize, HedgeDenied> {
+        self.permit_to(primary, now_ms, charge_budget, self.same_origin_hedge)
+    }
+
+    /// [`HedgeGate::permit`] for a request hedged on the strength of its
+    /// idempotency key: only another origin may take it (one origin seeing
+    /// the key twice at once answers 409 or, worse, runs it twice).
+    pub fn permit_to_peer(&mut self, primary: usize, now_ms: f64) -> Result<usize, HedgeDenied> {
+        self.permit_to(primary, now_ms, true, false)
+    }
+
+    fn permit_to(
+        &mut self,
+        primary: usize,
+        now_ms: f64,
+        charge_budget: bool,
+        same_origin_allowed: bool,
+    ) -> Result<usize, HedgeDenied> {
         // Every origin's level once: the primary's, the candidate targets' and
         // the withdrawal below all read these.
         let levels: Vec<BudgetLevel> = (0..self.health.len())
@@ -135,7 +152,7 @@ impl HedgeGate {
             return Err(HedgeDenied::Budget);
         }
         let zones: Vec<Option<&str>> = self.zones.iter().map(|z| z.as_deref()).collect();
-        let target = choose_hedge(primary, &zones, self.same_origin_hedge, |i| {
+        let target = choose_hedge(primary, &zones, same_origin_allowed, |i| {
             let room = match level_of(i) {
                 BudgetLevel::Stopped => false,
                 BudgetLevel::Reduced(_) => !charge_budget || self.reduced[i].tokens(now_ms) >= 1.0,
@@ -264,15 +281,34 @@ mod tests {
         crate::config::parse(&vars).expect("valid test config")
     }
 
+    /// A gate whose global bucket holds what 100 eligible requests earned
+    /// (a new gate starts empty).
+    fn funded(mut gate: HedgeGate) -> HedgeGate {
+        for _ in 0..100 {
+            gate.deposit(0.0);
+        }
+        gate
+    }
+
+    #[test]
+    fn a_new_gate_has_earned_no_hedges() {
+        let mut gate = HedgeGate::new(&params(&[]), 0.0);
+        assert_eq!(gate.permit(0, 0.0, true), Err(HedgeDenied::Budget));
+        assert_eq!(gate.budget_tokens(0.0), 0.0);
+    }
+
     #[test]
     fn hedges_go_to_the_other_zone() {
-        let mut gate = HedgeGate::new(&params(&[]), 0.0);
+        let mut gate = funded(HedgeGate::new(&params(&[]), 0.0));
         assert_eq!(gate.permit(0, 0.0, true), Ok(2));
     }
 
     #[test]
     fn a_degraded_origin_gets_no_hedges_until_it_recovers() {
-        let mut gate = HedgeGate::new(&params(&[("HEDGE_HEALTH_COOLDOWN_MS", "1000")]), 0.0);
+        let mut gate = funded(HedgeGate::new(
+            &params(&[("HEDGE_HEALTH_COOLDOWN_MS", "1000")]),
+            0.0,
+        ));
         for _ in 0..5 {
             gate.record(2, Outcome::Unreachable, 0.0);
         }
@@ -290,8 +326,22 @@ mod tests {
     }
 
     #[test]
+    fn a_keyed_request_is_never_hedged_to_its_own_origin() {
+        let one = params(&[("HEDGE_ORIGINS", r#"[{"name":"a","url":"http://a"}]"#)]);
+        let mut gate = HedgeGate::new(&one, 0.0);
+        for _ in 0..100 {
+            gate.deposit(0.0);
+        }
+        assert_eq!(gate.permit_to_peer(0, 0.0), Err(HedgeDenied::NoTarget));
+        assert_eq!(gate.permit(0, 0.0, true), Ok(0), "an unkeyed GET may");
+    }
+
+    #[test]
     fn an_aborted_trial_frees_the_trial_slot() {
-        let mut gate = HedgeGate::new(&params(&[("HEDGE_HEALTH_COOLDOWN_MS", "1000")]), 0.0);
+        let mut gate = funded(HedgeGate::new(
+            &params(&[("HEDGE_HEALTH_COOLDOWN_MS", "1000")]),
+            0.0,
+        ));
         for _ in 0..5 {
             gate.record(2, Outcome::Unreachable, 0.0);
         }
@@ -381,6 +431,8 @@ mod tests {
     #[test]
     fn a_quiet_isolate_holds_back_from_an_origin_the_pop_sees_erroring() {
         let mut gate = half_budget_gate_with_one_peer();
+        gate.deposit(1_000.0);
+        gate.deposit(1_000.0);
         // This isolate has seen nothing of c; the PoP saw 30% 5xx over 100 answers.
         gate.note_pop_rates(&[(1, 0.3, 100)], 1_000.0);
         assert_eq!(gate.pop_5xx_rate(1, 1_000.0), Some(0.3));
@@ -414,13 +466,13 @@ mod tests {
 
     #[test]
     fn no_healthy_peer_and_no_same_origin_hedging_means_no_hedge() {
-        let mut gate = HedgeGate::new(
+        let mut gate = funded(HedgeGate::new(
             &params(&[
                 ("HEDGE_ORIGINS", r#"[{"name":"a","url":"http://a"}]"#),
                 ("HEDGE_SAME_ORIGIN_HEDGE", "false"),
             ]),
             0.0,
-        );
+        ));
         assert_eq!(gate.permit(0, 0.0, true), Err(HedgeDenied::NoTarget));
     }
 }

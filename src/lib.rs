@@ -25,6 +25,7 @@ pub mod eligibility;
 pub mod estimator;
 pub mod health;
 pub mod hedge_gate;
+pub mod held_bodies;
 pub mod origin_pool;
 pub mod outbound;
 pub mod pop_aggregate;

@@ -46,12 +46,25 @@ pub enum LegOutcome {
     RetriableFailure,
 }
 
-/// Classifies an origin response status.
-pub fn classify_status(status: u16) -> LegOutcome {
-    match status {
-        502..=504 => LegOutcome::RetriableFailure,
+/// Classifies an origin response status on `leg`.
+///
+/// A hedge answered 409 (a concurrent duplicate of a keyed request), 425
+/// (too early) or 429 (too many requests) was refused because it *is* a
+/// copy, or to shed load: like a shed 503 it says nothing about the request,
+/// so it never beats a pending primary and never reaches the client while
+/// the other leg may still answer. To a primary these are ordinary answers.
+pub fn classify_status(leg: Leg, status: u16) -> LegOutcome {
+    match (leg, status) {
+        (_, 502..=504) => LegOutcome::RetriableFailure,
+        (Leg::Hedge, 409 | 425 | 429) => LegOutcome::RetriableFailure,
         _ => LegOutcome::Answer,
     }
+}
+
+/// Whether `status` on a hedge means the origin refused the copy (shed it):
+/// the 503, 409, 425 and 429 of [`classify_status`].
+pub fn hedge_refused(status: u16) -> bool {
+    matches!(status, 503 | 409 | 425 | 429)
 }
 
 /// What the Worker should do next.
@@ -362,11 +375,29 @@ mod tests {
 
     #[test]
     fn statuses_are_classified() {
-        assert_eq!(classify_status(200), Answer);
-        assert_eq!(classify_status(404), Answer);
-        assert_eq!(classify_status(500), Answer);
-        for s in [502, 503, 504] {
-            assert_eq!(classify_status(s), RetriableFailure);
+        for leg in [Leg::Primary, Leg::Hedge] {
+            assert_eq!(classify_status(leg, 200), Answer);
+            assert_eq!(classify_status(leg, 404), Answer);
+            assert_eq!(classify_status(leg, 500), Answer);
+            for s in [502, 503, 504] {
+                assert_eq!(classify_status(leg, s), RetriableFailure);
+            }
+        }
+    }
+
+    #[test]
+    fn a_hedge_refused_as_a_duplicate_never_beats_the_pending_primary() {
+        for status in [409, 425, 429] {
+            assert_eq!(classify_status(Leg::Primary, status), Answer);
+            let mut race = Race::new(true);
+            assert_eq!(race.timer_fired(), Step::StartHedge);
+            race.hedge_started();
+            let refused = classify_status(Leg::Hedge, status);
+            assert_eq!(race.leg_finished(Leg::Hedge, refused), Step::Wait);
+            assert_eq!(
+                race.leg_finished(Leg::Primary, Answer),
+                Step::Deliver(Leg::Primary)
+            );
         }
     }
 }

@@ -41,6 +41,8 @@ test("1,000 randomized races: no non-idempotent request reaches an origin twice"
     HEDGE_STATIC_DELAY_MS: "5",
     HEDGE_BUDGET_PERCENT: "100",
     HEDGE_BUDGET_MAX_TOKENS: "100000",
+    // Keyed hedging opted in, so keyed requests are raced too.
+    HEDGE_IDEMPOTENCY_HEADER: "idempotency-key",
     // Failures must not stop hedging: this test is about what may be hedged.
     HEDGE_HEALTH_CONSECUTIVE_FAILURES: "1000",
     HEDGE_HEALTH_FAILURE_RATE: "1",

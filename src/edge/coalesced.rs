@@ -42,16 +42,24 @@ impl Drop for LeaderGuard {
 }
 
 /// Waits until flight `id` for `key` is no longer pending (bounded by the
-/// configured wait limit) and says how it ended.
-pub(crate) async fn wait_for(key: &str, id: FlightId) -> FlightState {
+/// configured wait limit) and says how it ended; `None` when `client_gone`
+/// says the client went away first (nobody is left waiting for it).
+pub(crate) async fn wait_for(
+    key: &str,
+    id: FlightId,
+    client_gone: impl Fn() -> bool,
+) -> Option<FlightState> {
     for n in 0u32.. {
         let sleep_ms = poll_interval_ms(n);
         Delay::from(Duration::from_millis(sleep_ms as u64)).await;
+        if client_gone() {
+            return None;
+        }
         let state = isolate::with_ready(|ready| ready.coalescer.state(key, id, now_ms()))
             .unwrap_or(FlightState::Released);
         if state != FlightState::Pending {
-            return state;
+            return Some(state);
         }
     }
-    FlightState::Released
+    Some(FlightState::Released)
 }

@@ -17,7 +17,7 @@ use crate::delay_policy::DelayChoice;
 use crate::health::Outcome;
 use crate::hedge_gate::HedgeDenied;
 use crate::outbound::upstream_url;
-use crate::race::{classify_status, Leg, LegOutcome, Race, Step};
+use crate::race::{classify_status, hedge_refused, Leg, LegOutcome, Race, Step};
 use crate::sketch::Sample;
 
 /// What a race needs to know beyond the request itself.
@@ -38,6 +38,9 @@ pub(crate) struct RacePlan {
     pub(crate) path: String,
     /// Client query string, without the `?`.
     pub(crate) query: Option<String>,
+    /// Hedgeable only through its idempotency key: the hedge must go to
+    /// another origin, never the primary's own.
+    pub(crate) keyed: bool,
 }
 
 /// What one leg did, for headers, error bodies and logs.
@@ -71,6 +74,9 @@ pub(crate) enum RaceEnd {
     BothFailed,
     /// No leg answered within the timeout.
     TimedOut,
+    /// The client went away first: both legs were aborted, and nobody reads
+    /// the answer.
+    ClientGone,
 }
 
 /// The race's result and what each leg did.
@@ -89,17 +95,23 @@ pub(crate) struct RaceReport {
 
 enum Event {
     Finished(Leg, worker::Result<web_sys::Response>),
+    ClientGone,
     HedgeTimer,
     Deadline,
 }
 
 type LegFuture = Fuse<LocalBoxFuture<'static, worker::Result<web_sys::Response>>>;
 
-/// Runs the race for `outbound` under `plan`.
+/// Runs the race for `outbound` under `plan`. `client_gone` resolves when
+/// the client disconnects.
+///
+/// An `Err` is the Worker's own failure (the outbound request could not be
+/// built): no origin was asked, and none is blamed.
 pub(crate) async fn run(
     params: &Params,
     plan: &RacePlan,
     outbound: &mut OutboundRequest,
+    client_gone: LocalBoxFuture<'static, ()>,
     now_ms: impl Fn() -> f64,
 ) -> worker::Result<RaceReport> {
     let primary_url = upstream_url(
@@ -145,11 +157,16 @@ pub(crate) async fn run(
         None => Fuse::terminated(),
     };
     let mut deadline = delay(params.timeout_ms).fuse();
+    let mut client_gone = client_gone.fuse();
 
     loop {
-        let event = futures::select! {
+        // Biased, in this order: an answer that is ready wins over a timer
+        // that is ready at the same moment (no needless hedge, no needless
+        // 504), and a client that is gone stops the timers from acting.
+        let event = futures::select_biased! {
             r = primary_fut => Event::Finished(Leg::Primary, r),
             r = hedge_fut => Event::Finished(Leg::Hedge, r),
+            _ = client_gone => Event::ClientGone,
             _ = timer => Event::HedgeTimer,
             _ = deadline => Event::Deadline,
             complete => Event::Deadline,
@@ -164,11 +181,11 @@ pub(crate) async fn run(
                         let status = response.status();
                         leg_report.status = Some(status);
                         let health = match status {
-                            503 if leg == Leg::Hedge => Outcome::Shed,
+                            s if leg == Leg::Hedge && hedge_refused(s) => Outcome::Shed,
                             500.. => Outcome::ServerError,
                             _ => Outcome::Success,
                         };
-                        (classify_status(status), health)
+                        (classify_status(leg, status), health)
                     }
                     Err(e) => {
                         leg_report.error = Some(e.to_string());
@@ -185,6 +202,20 @@ pub(crate) async fn run(
                 race.leg_finished(leg, outcome)
             }
             Event::HedgeTimer => race.timer_fired(),
+            Event::ClientGone => {
+                // Nobody will read the answer: every millisecond a leg runs
+                // now is wasted origin work. Losing to a gone client says
+                // nothing about an origin.
+                for leg in [Leg::Primary, Leg::Hedge] {
+                    if race.is_pending(leg) {
+                        cut_short(plan, &mut report, leg, now, CutShort::Lost);
+                    }
+                }
+                abort(&mut primary_ctl);
+                abort(&mut hedge_ctl);
+                report.end = RaceEnd::ClientGone;
+                return Ok(report);
+            }
             Event::Deadline => {
                 for leg in [Leg::Primary, Leg::Hedge] {
                     if race.is_pending(leg) {
@@ -204,9 +235,14 @@ pub(crate) async fn run(
             step = Step::StartHedge;
         }
         if step == Step::StartHedge {
-            let permit =
-                isolate::with_ready(|ready| ready.gate.permit(plan.primary, now, !plan.retry))
-                    .unwrap_or(Err(HedgeDenied::NoTarget));
+            let permit = isolate::with_ready(|ready| {
+                if plan.keyed {
+                    ready.gate.permit_to_peer(plan.primary, now)
+                } else {
+                    ready.gate.permit(plan.primary, now, !plan.retry)
+                }
+            })
+            .unwrap_or(Err(HedgeDenied::NoTarget));
             let started = match permit {
                 Ok(target) => {
                     let url = upstream_url(
@@ -215,12 +251,19 @@ pub(crate) async fn run(
                         plan.query.as_deref(),
                     );
                     report.hedge.origin = target;
-                    web_sys::AbortController::new().ok().and_then(|controller| {
+                    let sent = web_sys::AbortController::new().ok().and_then(|controller| {
                         let fetch =
                             leg::send(&url, outbound, Leg::Hedge, &controller.signal()).ok()?;
                         hedge_ctl = Some(controller);
                         Some(fetch)
-                    })
+                    });
+                    if sent.is_none() {
+                        // The Worker could not build the copy: the origin was
+                        // never asked, so it is not blamed, and a recovery
+                        // trial the permit claimed for it is given back.
+                        isolate::with_ready(|ready| ready.gate.abandoned(target, now));
+                    }
+                    sent
                 }
                 Err(reason) => {
                     report.hedge_denied = Some(reason);

@@ -24,6 +24,7 @@ use crate::route_stats::RouteStats;
 const CACHE_PROBE_EVERY: u64 = 64;
 use crate::estimator::LatencyEstimator;
 use crate::hedge_gate::HedgeGate;
+use crate::held_bodies::HeldBodies;
 
 /// Mutable per-isolate state, available once the configuration is valid.
 #[derive(Debug)]
@@ -35,6 +36,7 @@ pub(crate) struct Ready {
     pub(crate) coalescer: Coalescer,
     pub(crate) pop: PopClient,
     pub(crate) route_stats: RouteStats,
+    pub(crate) held_bodies: HeldBodies,
 }
 
 #[derive(Debug)]
@@ -59,6 +61,7 @@ pub(crate) fn params(env: &Env, now_ms: f64) -> Result<Rc<Params>, Rc<Vec<Config
                 cache_routes: CacheRoutes::new(CACHE_PROBE_EVERY),
                 coalescer: Coalescer::new(params.coalesce),
                 route_stats: RouteStats::new(params.estimator.max_route_keys),
+                held_bodies: HeldBodies::new(params.max_held_body_bytes),
                 pop: PopClient::new(PopClientParams {
                     enabled: super::pop_sync::configured(env),
                     ..params.pop.client

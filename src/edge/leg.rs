@@ -99,8 +99,12 @@ pub(crate) fn send(
             }
         }
     }
+    // Built here, not inside fetch(): a request the runtime refuses to build
+    // (a bad header, a body on GET) fails now, as the Worker's own error,
+    // instead of as a rejected fetch that would be booked against the origin.
+    let request = web_sys::Request::new_with_str_and_init(url, &init)?;
     let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
-    let promise = global.fetch_with_str_and_init(url, &init);
+    let promise = global.fetch_with_request(&request);
     Ok(async move {
         let value: JsValue = JsFuture::from(promise).await?;
         Ok(value.dyn_into::<web_sys::Response>()?)

@@ -8,6 +8,7 @@
 //! types directly: the conversions into `worker::Request`/`Response` parse
 //! and copy more than a proxy needs on its hot path.
 
+mod abort_signal;
 mod analytics;
 mod body_watchdog;
 mod coalesced;
@@ -21,6 +22,7 @@ mod pop_sync;
 mod reply;
 mod request_body;
 mod stats_page;
+mod websocket;
 
 use worker::{console_error, event, js_sys, web_sys, Context, Env};
 
@@ -29,7 +31,7 @@ use crate::cache_policy::{
 };
 use crate::coalesce::{FlightState, Role};
 use crate::delay_policy::{choose_delay, HedgeMode};
-use crate::eligibility::{eligibility, Eligibility, NotHedgeableReason, RequestFacts};
+use crate::eligibility::{eligibility, Eligibility, RequestFacts};
 use crate::estimator::Estimates;
 use crate::outbound::{
     parse_traceparent, path_and_query, valid_request_id, TraceContext, REQUEST_ID_HEADER,
@@ -81,6 +83,12 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         }
     }
 
+    // A WebSocket upgrade is one long-lived exchange: passed through to the
+    // primary as it is, never hedged, cached or coalesced.
+    if header("upgrade").is_some_and(|u| u.trim().eq_ignore_ascii_case("websocket")) {
+        return websocket::pass_through(&params, &req, path, query, &request_id).await;
+    }
+
     let content_length = match header("content-length") {
         Some(v) => match v.trim().parse::<u64>() {
             Ok(n) => Some(n),
@@ -88,6 +96,17 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         },
         None => None,
     };
+    // GET and HEAD carry no body. Clients often send `Content-Length: 0` or
+    // an empty chunked body anyway: that is dropped. A real body is the
+    // client's error, answered 400 here, never sent on to blame an origin.
+    let bodyless_method = method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD");
+    let mut has_body = req.body().is_some();
+    if bodyless_method && has_body {
+        if content_length.is_some_and(|n| n > 0) || !request_body::is_empty(&req).await? {
+            return reply::bad_request("a GET or HEAD request must not carry a body", &request_id);
+        }
+        has_body = false;
+    }
     let facts = RequestFacts {
         method: &method,
         has_idempotency_key: params
@@ -97,14 +116,22 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             .and_then(header)
             .is_some_and(|v| !v.trim().is_empty()),
         content_length,
-        has_body: req.body().is_some(),
+        has_body,
         is_upgrade: header("upgrade").is_some(),
     };
     let mut decision = eligibility(&facts, &params.eligibility);
     let route = route_key(path, &params.route_keys);
+    // A client that goes away mid-race stops the race (workerd aborts the
+    // incoming request's signal on disconnect).
+    let client_signal = req.signal();
+    let client_gone = {
+        let signal = client_signal.clone();
+        move || signal.aborted()
+    };
 
     // Cache first: a hit needs no origin, so it is never hedged.
     let cacheable = params.cache
+        && !has_body
         && request_cacheable(&CacheRequestFacts {
             method: &method,
             has_credentials: header("authorization").is_some() || header("cookie").is_some(),
@@ -112,18 +139,29 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             pragma: header("pragma").as_deref(),
         });
     // Identical concurrent misses share one origin fetch: the first leads,
-    // the rest wait for its response to land in the cache.
+    // the rest wait for its response to land in the cache. Only on routes
+    // whose latest answer was storable: elsewhere a waiter would only wait
+    // for the leader to learn it must fetch for itself.
     let role = if cacheable {
-        isolate::with_ready(|ready| ready.coalescer.join(&url, start_ms)).unwrap_or(Role::Alone)
+        isolate::with_ready(|ready| {
+            if ready.cache_routes.should_coalesce(&route) {
+                ready.coalescer.join(&url, start_ms)
+            } else {
+                Role::Alone
+            }
+        })
+        .unwrap_or(Role::Alone)
     } else {
         Role::Alone
     };
     let mut leader = None;
     match role {
         Role::Waiter(id) => {
-            let outcome = coalesced::wait_for(&url, id).await;
+            let Some(outcome) = coalesced::wait_for(&url, id, &client_gone).await else {
+                return reply::client_gone(&request_id);
+            };
             if matches!(outcome, FlightState::Stored | FlightState::Unknown) {
-                if let Some(hit) = edge_cache::lookup(&url).await {
+                if let Some(hit) = edge_cache::lookup(&url, &client_headers).await {
                     let timing = Timing {
                         start_ms,
                         now_ms: now_ms(),
@@ -136,7 +174,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
                     );
                 }
             }
-            // Nothing shared: fetch as if this request had come alone.
+            // Nothing shared (or another variant): fetch as if this request had come alone.
         }
         Role::Leader(id) => leader = Some(coalesced::LeaderGuard::new(&url, id)),
         Role::Alone => {}
@@ -144,7 +182,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     let look = cacheable
         && isolate::with_ready(|ready| ready.cache_routes.should_lookup(&route)).unwrap_or(false);
     if look {
-        if let Some(hit) = edge_cache::lookup(&url).await {
+        if let Some(hit) = edge_cache::lookup(&url, &client_headers).await {
             isolate::with_ready(|ready| ready.cache_routes.learn(&route));
             if let Some(leader) = leader.take() {
                 leader.stored();
@@ -156,26 +194,38 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             return reply::cache_hit_response(&hit, CacheServe::Hit, &request_id, timing);
         }
     }
-    let primary = isolate::with_ready(|ready| ready.gate.choose_primary(start_ms)).unwrap_or(0);
 
-    // A body held for the hedge; one that outgrows the cap goes once, streamed.
+    // A body held for the hedge; one that outgrows a cap goes once, streamed.
+    // Read before an origin is chosen: a client that hangs up mid-upload has
+    // then claimed nothing (no recovery trial) from any origin.
+    let mut held_claim = request_body::HeldClaim::default();
     let body = match decision {
-        Eligibility::Hedgeable { buffer_body: true } => {
-            match request_body::read_up_to(&req, params.eligibility.max_body_bytes).await? {
+        Eligibility::Hedgeable {
+            buffer_body: true, ..
+        } => {
+            match request_body::read_up_to(&req, params.eligibility.max_body_bytes, &mut held_claim)
+                .await?
+            {
                 BodyRead::Held(bytes) => OutboundBody::Buffered(bytes),
-                BodyRead::TooLarge(stream) => {
-                    decision = Eligibility::NotHedgeable(NotHedgeableReason::BodyTooLarge);
+                BodyRead::Streamed(stream, reason) => {
+                    decision = Eligibility::NotHedgeable(reason);
                     OutboundBody::Stream(Some(stream))
                 }
             }
         }
+        _ if !has_body => OutboundBody::Empty,
         _ => match req.body() {
             Some(stream) => OutboundBody::Stream(Some(stream)),
             None => OutboundBody::Empty,
         },
     };
+    if client_gone() {
+        return reply::client_gone(&request_id);
+    }
+    let primary = isolate::with_ready(|ready| ready.gate.choose_primary(start_ms)).unwrap_or(0);
 
     let hedgeable = matches!(decision, Eligibility::Hedgeable { .. });
+    let keyed = matches!(decision, Eligibility::Hedgeable { keyed: true, .. });
     isolate::with_ready(|ready| ready.pop.note_request(primary, &route, hedgeable));
     let (delay, hedge_skip) = match decision {
         Eligibility::NotHedgeable(reason) => (None, Some(reason.as_str())),
@@ -226,8 +276,28 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         hedge_skip,
         path: path.to_string(),
         query: query.map(str::to_string),
+        keyed,
     };
-    let report = hedged_fetch::run(&params, &plan, &mut outbound, now_ms).await?;
+    let report = match hedged_fetch::run(
+        &params,
+        &plan,
+        &mut outbound,
+        abort_signal::aborted(&client_signal),
+        now_ms,
+    )
+    .await
+    {
+        Ok(report) => report,
+        Err(e) => {
+            // The Worker's own failure: no origin was asked or is blamed.
+            console_error!("hedgehog-edge: request {request_id}: could not send: {e}");
+            return reply::internal_error(&request_id);
+        }
+    };
+    drop(held_claim);
+    if matches!(report.end, RaceEnd::ClientGone) {
+        return reply::client_gone(&request_id);
+    }
     let summary = race_summary(&report, now_ms());
     isolate::with_ready(|ready| {
         ready
@@ -241,16 +311,24 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             cache_control: headers.get("cache-control")?.as_deref(),
             sets_cookie: headers.has("set-cookie")?,
             vary: headers.get("vary")?.as_deref(),
-        });
-        if storable {
-            isolate::with_ready(|ready| ready.cache_routes.learn(&plan.route));
-            edge_cache::store(&ctx, &url, response, move || {
+        }) && edge_cache::store(&ctx, &url, &client_headers, response, {
+            let leader = leader.take();
+            move || {
                 if let Some(leader) = leader {
                     leader.stored();
                 }
-            });
-        }
+            }
+        });
+        isolate::with_ready(|ready| {
+            if storable {
+                ready.cache_routes.learn(&plan.route);
+            } else {
+                ready.cache_routes.learn_unstorable(&plan.route);
+            }
+        });
     }
+    // Not stored: waiters are released now, as the headers say so, not later.
+    drop(leader);
     let timing = Timing {
         start_ms,
         now_ms: now_ms(),
@@ -282,6 +360,7 @@ fn race_summary(report: &hedged_fetch::RaceReport, now_ms: f64) -> RaceSummary {
     let elapsed = |leg: &hedged_fetch::LegReport| leg.elapsed_ms(now_ms).unwrap_or(0.0);
     let error = match &report.end {
         RaceEnd::Won(_, response) => response.status() >= 500,
+        RaceEnd::ClientGone => false,
         _ => true,
     };
     RaceSummary {

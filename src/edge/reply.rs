@@ -15,12 +15,15 @@ use crate::race::Leg;
 /// concurrent identical request).
 pub(crate) const HEDGE_HEADER: &str = "x-hedge";
 
+/// One leg in a public error body: which origin (by its configured name),
+/// what it answered, and only the *kind* of failure: the runtime's error text
+/// can carry the origin's URL, so it stays in the logs.
 #[derive(Serialize)]
 struct LegJson<'a> {
     leg: &'static str,
     origin: &'a str,
     status: Option<u16>,
-    error: Option<&'a str>,
+    failure: Option<&'static str>,
     elapsed_ms: Option<f64>,
     aborted: bool,
 }
@@ -33,17 +36,14 @@ struct ErrorJson<'a> {
     legs: Vec<LegJson<'a>>,
 }
 
+/// The public body for a bad configuration: the keys at fault, never their
+/// values or the reasons (which quote values: origin URLs, tokens); those go
+/// to the logs.
 #[derive(Serialize)]
 struct ConfigErrorJson<'a> {
     error: &'static str,
     message: &'static str,
-    problems: Vec<ProblemJson<'a>>,
-}
-
-#[derive(Serialize)]
-struct ProblemJson<'a> {
-    key: &'a str,
-    reason: &'a str,
+    invalid_keys: Vec<&'a str>,
 }
 
 /// Request-level times for `Server-Timing`.
@@ -120,6 +120,7 @@ pub(crate) fn race_response(
             "both the primary and the hedge failed".into(),
             Some(&report.hedge),
         ),
+        RaceEnd::ClientGone => client_gone(request_id),
         RaceEnd::TimedOut => error(
             504,
             "origin_timeout",
@@ -165,14 +166,12 @@ pub(crate) fn config_error_response(errors: &[ConfigError]) -> worker::Result<we
     let body = ConfigErrorJson {
         error: "invalid_config",
         message:
-            "the Worker's HEDGE_* configuration is invalid; no request is proxied until it is fixed",
-        problems: errors
-            .iter()
-            .map(|e| ProblemJson {
-                key: &e.key,
-                reason: &e.reason,
-            })
-            .collect(),
+            "the Worker's HEDGE_* configuration is invalid; no request is proxied until it is fixed (the Worker's logs say why)",
+        invalid_keys: {
+            let mut keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
+            keys.dedup();
+            keys
+        },
     };
     json_response(500, &body, &[])
 }
@@ -212,6 +211,38 @@ pub(crate) fn method_not_allowed(
         request_id,
     };
     json_response(405, &body, &[("allow", allow)])
+}
+
+/// A 500 for the Worker's own failure (an outbound request it could not
+/// build): no origin was asked, none is blamed, and the detail is logged.
+pub(crate) fn internal_error(request_id: &str) -> worker::Result<web_sys::Response> {
+    let body = SimpleErrorJson {
+        error: "internal_error",
+        message: "the Worker could not forward this request",
+        request_id,
+    };
+    json_response(500, &body, &[(REQUEST_ID_HEADER, request_id)])
+}
+
+/// A 502 for an origin that could not be reached (outside a race).
+pub(crate) fn origin_unreachable(request_id: &str) -> worker::Result<web_sys::Response> {
+    let body = SimpleErrorJson {
+        error: "origin_unreachable",
+        message: "the origin could not be reached",
+        request_id,
+    };
+    json_response(502, &body, &[(REQUEST_ID_HEADER, request_id)])
+}
+
+/// What a request whose client disconnected returns: nobody reads it, so it
+/// is as small as possible (499, nginx's "client closed request").
+pub(crate) fn client_gone(request_id: &str) -> worker::Result<web_sys::Response> {
+    let body = SimpleErrorJson {
+        error: "client_closed_request",
+        message: "the client went away",
+        request_id,
+    };
+    json_response(499, &body, &[(REQUEST_ID_HEADER, request_id)])
 }
 
 /// A 400 for a request the Worker cannot forward.
@@ -298,7 +329,7 @@ fn leg_json<'a>(params: &'a Params, leg: Leg, report: &'a LegReport, now_ms: f64
         leg: leg.as_str(),
         origin: &params.origins[report.origin].name,
         status: report.status,
-        error: report.error.as_deref(),
+        failure: report.error.as_ref().map(|_| "unreachable"),
         elapsed_ms: report.elapsed_ms(now_ms),
         aborted: report.aborted,
     }

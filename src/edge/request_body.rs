@@ -1,44 +1,101 @@
-//! Reads a hedgeable request's body into memory, up to the replay cap.
+//! Reads a hedgeable request's body into memory, up to the replay caps.
 //!
 //! A body the hedge must resend is held in memory, but never more than
-//! `HEDGE_MAX_BODY_BYTES` of it: a body that turns out larger is forwarded
-//! once, as a stream of the bytes read so far followed by the rest, and the
-//! request is not hedged. Nothing the client sent is lost either way.
+//! `HEDGE_MAX_BODY_BYTES` of it, and never more than the isolate's
+//! `HEDGE_MAX_HELD_BODY_BYTES` for all bodies at once: a body that outgrows
+//! either is forwarded once, as a stream of the bytes read so far followed by
+//! the rest, and the request is not hedged. Nothing the client sent is lost.
 
 use futures::stream::{self, StreamExt};
 use worker::js_sys::Uint8Array;
 use worker::wasm_bindgen::JsValue;
 use worker::{web_sys, ByteStream};
 
+use super::isolate;
+use crate::eligibility::NotHedgeableReason;
+
 /// What reading the body found.
 #[derive(Debug)]
 pub(crate) enum BodyRead {
-    /// The whole body, within the cap.
+    /// The whole body, within the caps.
     Held(Vec<u8>),
-    /// Over the cap: the whole body as one stream, to be sent once.
-    TooLarge(web_sys::ReadableStream),
+    /// Over a cap: the whole body as one stream, to be sent once, and why.
+    Streamed(web_sys::ReadableStream, NotHedgeableReason),
 }
 
-/// Reads `req`'s body, holding at most `cap` bytes.
-pub(crate) async fn read_up_to(req: &web_sys::Request, cap: u64) -> worker::Result<BodyRead> {
+/// Bytes this request holds against the isolate's cap; given back when dropped.
+#[derive(Debug, Default)]
+pub(crate) struct HeldClaim {
+    bytes: u64,
+}
+
+impl HeldClaim {
+    fn try_add(&mut self, bytes: u64) -> bool {
+        let ok = isolate::with_ready(|ready| ready.held_bodies.try_hold(bytes)).unwrap_or(false);
+        if ok {
+            self.bytes += bytes;
+        }
+        ok
+    }
+}
+
+impl Drop for HeldClaim {
+    fn drop(&mut self) {
+        let bytes = self.bytes;
+        if bytes > 0 {
+            isolate::with_ready(|ready| ready.held_bodies.release(bytes));
+        }
+    }
+}
+
+/// Reads `req`'s body, holding at most `cap` bytes, each claimed in `claim`.
+pub(crate) async fn read_up_to(
+    req: &web_sys::Request,
+    cap: u64,
+    claim: &mut HeldClaim,
+) -> worker::Result<BodyRead> {
     let Some(raw) = req.body() else {
         return Ok(BodyRead::Held(Vec::new()));
     };
     let mut body = ByteStream::from(raw);
     let mut held = Vec::new();
     while let Some(chunk) = body.next().await {
-        held.extend_from_slice(&chunk?);
-        if held.len() as u64 > cap {
+        let chunk = chunk?;
+        let over = if held.len() as u64 + chunk.len() as u64 > cap {
+            Some(NotHedgeableReason::BodyTooLarge)
+        } else if !claim.try_add(chunk.len() as u64) {
+            Some(NotHedgeableReason::HeldBodiesFull)
+        } else {
+            None
+        };
+        held.extend_from_slice(&chunk);
+        if let Some(reason) = over {
             let prefix = stream::once(async move { Ok(to_js(&held)) });
             let rest = body.map(|chunk| match chunk {
                 Ok(bytes) => Ok(to_js(&bytes)),
                 Err(e) => Err(JsValue::from_str(&e.to_string())),
             });
             let whole = wasm_streams::ReadableStream::from_stream(prefix.chain(rest));
-            return Ok(BodyRead::TooLarge(whole.into_raw()));
+            return Ok(BodyRead::Streamed(whole.into_raw(), reason));
         }
     }
     Ok(BodyRead::Held(held))
+}
+
+/// Whether `req`'s body stream (a GET or HEAD may come with one, such as
+/// `Content-Length: 0` or an empty chunked body) holds no bytes. Reads at
+/// most up to the first non-empty chunk.
+pub(crate) async fn is_empty(req: &web_sys::Request) -> worker::Result<bool> {
+    let Some(raw) = req.body() else {
+        return Ok(true);
+    };
+    let mut body = ByteStream::from(raw);
+    while let Some(chunk) = body.next().await {
+        if !chunk?.is_empty() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 fn to_js(bytes: &[u8]) -> JsValue {

@@ -16,9 +16,17 @@ export async function origin(name, handle) {
   return o;
 }
 
+/**
+ * Vars every test Worker gets unless the test sets them. A new isolate's hedge
+ * budget starts empty (it earns its hedges); tests of hedging mechanics need a
+ * first request that can hedge, so a fast per-isolate floor refills the bucket
+ * within milliseconds. Tests of the budget itself set their own values.
+ */
+export const TEST_DEFAULTS = { HEDGE_BUDGET_FLOOR_PER_SEC: "1000" };
+
 /** Starts the built Worker with these vars, stopped after the file's tests. */
 export async function worker(vars, extra) {
-  const w = await startWorker(vars, extra);
+  const w = await startWorker({ ...TEST_DEFAULTS, ...vars }, extra);
   cleanups.push(() => w.dispose());
   return w;
 }

@@ -4,6 +4,9 @@ import { fileURLToPath } from "node:url";
 import { Miniflare } from "miniflare";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+// HEDGEHOG_BUILD_DIR runs the tests against another build (say, of an older
+// commit) to check that a new test fails there.
+const buildDir = process.env.HEDGEHOG_BUILD_DIR ?? path.join(root, "build");
 
 /** Miniflare options that bind the PoP aggregator Durable Object (SQLite-backed). */
 export function popAggregator({ persistDir } = {}) {
@@ -28,10 +31,12 @@ export function workerOptions(vars) {
     bindings[k] = typeof v === "string" ? v : JSON.stringify(v);
   }
   return {
-    scriptPath: path.join(root, "build/index.js"),
+    scriptPath: path.join(buildDir, "index.js"),
     modules: true,
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"], fallthrough: true }],
     compatibilityDate: "2026-07-01",
+    // As in wrangler.toml: the request's signal fires when the client disconnects.
+    compatibilityFlags: ["enable_request_signal"],
     bindings,
   };
 }

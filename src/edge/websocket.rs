@@ -1,0 +1,66 @@
+//! WebSocket upgrades, passed through to the primary origin.
+//!
+//! An upgrade is one long-lived exchange, not a request that can be sent
+//! twice, so it is never hedged, cached or coalesced. The client's headers go
+//! on as they are (less `x-hedge-*`, with the request id) with the `Upgrade`
+//! header kept, and the origin's `101` response, which carries the socket, is
+//! returned untouched: re-wrapping it would drop the socket.
+
+use worker::wasm_bindgen::JsCast;
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{console_error, js_sys, web_sys};
+
+use super::{isolate, reply};
+use crate::config::Params;
+use crate::outbound::{upstream_url, REQUEST_ID_HEADER};
+
+/// Forwards the upgrade request `req` to the primary origin.
+pub(crate) async fn pass_through(
+    params: &Params,
+    req: &web_sys::Request,
+    path: &str,
+    query: Option<&str>,
+    request_id: &str,
+) -> worker::Result<web_sys::Response> {
+    let now = js_sys::Date::now();
+    let primary = isolate::with_ready(|ready| ready.gate.choose_primary(now)).unwrap_or(0);
+    let Some(origin) = params.origins.get(primary) else {
+        return reply::internal_error(request_id);
+    };
+    let url = upstream_url(&origin.base_url, path, query);
+    let headers = web_sys::Headers::new_with_headers(&req.headers())?;
+    let hedge_headers: Vec<String> = headers
+        .keys()
+        .into_iter()
+        .filter_map(|k| k.ok()?.as_string())
+        .filter(|name| name.starts_with("x-hedge-"))
+        .collect();
+    for name in hedge_headers {
+        headers.delete(&name)?;
+    }
+    headers.set(REQUEST_ID_HEADER, request_id)?;
+    let init = web_sys::RequestInit::new();
+    init.set_method(&req.method());
+    init.set_headers(&headers);
+    init.set_redirect(web_sys::RequestRedirect::Manual);
+    let request = match web_sys::Request::new_with_str_and_init(&url, &init) {
+        Ok(request) => request,
+        Err(e) => {
+            console_error!(
+                "hedgehog-edge: request {request_id}: could not build the upgrade: {e:?}"
+            );
+            return reply::internal_error(request_id);
+        }
+    };
+    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+    match JsFuture::from(global.fetch_with_request(&request)).await {
+        Ok(response) => Ok(response.dyn_into::<web_sys::Response>()?),
+        Err(e) => {
+            console_error!(
+                "hedgehog-edge: request {request_id}: upgrade to {} failed: {e:?}",
+                origin.name
+            );
+            reply::origin_unreachable(request_id)
+        }
+    }
+}
