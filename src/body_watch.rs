@@ -25,6 +25,14 @@ pub fn fixed_length(content_length: Option<&str>, content_encoding: Option<&str>
     length.parse().ok()
 }
 
+/// Whether a body read to its end is the whole body: it ended without an
+/// error, and with the declared length where there is one (`expected`, from
+/// [`fixed_length`]). The runtime relays an origin's mid-body reset as an
+/// ordinary end, so the length is the only proof where one was declared.
+pub fn body_whole(expected: Option<u64>, received: u64, errored: bool, ended: bool) -> bool {
+    ended && !errored && expected.is_none_or(|n| n == received)
+}
+
 /// The message a client-side error carries when the watchdog cut a body.
 pub fn idle_message(idle_ms: f64) -> String {
     format!("the origin sent no body bytes for {idle_ms} ms (HEDGE_BODY_IDLE_TIMEOUT_MS)")
@@ -33,6 +41,22 @@ pub fn idle_message(idle_ms: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_body_is_whole_only_when_it_ended_cleanly_at_its_length() {
+        assert!(body_whole(Some(100), 100, false, true));
+        assert!(body_whole(None, 7, false, true), "no length: a clean end");
+        assert!(
+            !body_whole(Some(100), 7, false, true),
+            "short of the length"
+        );
+        assert!(
+            !body_whole(Some(100), 0, false, true),
+            "an empty relay of a reset"
+        );
+        assert!(!body_whole(None, 7, true, true), "an error");
+        assert!(!body_whole(None, 7, false, false), "not read to its end");
+    }
 
     #[test]
     fn a_plain_body_keeps_its_length() {

@@ -5,7 +5,8 @@
 //! another is a correctness bug, a miss is only a cost. So only `GET` without
 //! credentials (`Authorization`, `Cookie`) or a client `no-cache`/`no-store`,
 //! and only `200` responses that say they are shared-cacheable (`public`,
-//! `max-age` or `s-maxage` above zero) and set no cookie and do not `Vary: *`.
+//! `max-age` or `s-maxage` above zero), set no cookie, do not `Vary: *` and
+//! are not encoded (no `Content-Encoding` but `identity`).
 //!
 //! `Vary` (RFC 9111 4.1): a stored response may only be reused for a request
 //! whose headers named by its `Vary` match. The Cache API is keyed by URL
@@ -208,6 +209,8 @@ pub struct CacheResponseFacts<'a> {
     pub cache_control: Option<&'a str>,
     /// Whether it sets a cookie.
     pub sets_cookie: bool,
+    /// The response's `Content-Encoding`, if any.
+    pub content_encoding: Option<&'a str>,
     /// The response's `Vary`, if any.
     pub vary: Option<&'a str>,
 }
@@ -224,6 +227,18 @@ pub fn request_cacheable(facts: &CacheRequestFacts<'_>) -> bool {
 /// Whether the response may be stored for other clients.
 pub fn response_storable(facts: &CacheResponseFacts<'_>) -> bool {
     if facts.status != 200 || facts.sets_cookie {
+        return false;
+    }
+    // An encoded body is not stored. The runtime negotiates encoding with the
+    // client itself (a Worker sees every client's Accept-Encoding as
+    // `br, gzip`, so it cannot key on it), and a stored encoded body came back
+    // to an `identity` client as gzip bytes without a Content-Encoding
+    // (workerd). A plain body is stored, and the runtime encodes it per client.
+    let encoded = facts
+        .content_encoding
+        .map(str::trim)
+        .is_some_and(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"));
+    if encoded {
         return false;
     }
     if vary_rule(facts.vary) == VaryRule::Unstorable {
@@ -312,6 +327,7 @@ mod tests {
             status,
             cache_control,
             sets_cookie: false,
+            content_encoding: None,
             vary: None,
         }
     }
@@ -369,6 +385,18 @@ mod tests {
             ..resp(200, Some("max-age=60"))
         };
         assert!(!response_storable(&vary_all));
+        for encoding in ["gzip", "br", " GZIP "] {
+            let encoded = CacheResponseFacts {
+                content_encoding: Some(encoding),
+                ..resp(200, Some("max-age=60"))
+            };
+            assert!(!response_storable(&encoded), "{encoding}");
+        }
+        let identity = CacheResponseFacts {
+            content_encoding: Some("identity"),
+            ..resp(200, Some("max-age=60"))
+        };
+        assert!(response_storable(&identity));
     }
 
     #[test]

@@ -3,10 +3,10 @@
 // the right status without hanging.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import http from "node:http";
 import zlib from "node:zlib";
 import { origins } from "./support/worker.mjs";
 import { origin, worker } from "./support/harness.mjs";
+import { rawRequest } from "./support/raw.mjs";
 
 /** A small seeded generator (mulberry32) so a failure can be replayed. */
 function rng(seed) {
@@ -98,17 +98,9 @@ test("1,000 randomized races: no non-idempotent request reaches an origin twice"
 });
 
 /** Sends a raw request to the Worker's loopback address (absolute-form targets, odd Host). */
-function raw(url, { path, headers = {} }) {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: hostname, port, path, method: "GET", headers }, (res) => {
-      let body = "";
-      res.on("data", (d) => (body += d));
-      res.on("end", () => resolve({ status: res.statusCode, body }));
-    });
-    req.on("error", reject);
-    req.end();
-  });
+async function raw(url, { path, headers = {} }) {
+  const res = await rawRequest(url, { path, headers });
+  return { status: res.status, body: res.body.toString() };
 }
 
 test("SSRF: nothing reaches a host that is not configured", async () => {
@@ -215,21 +207,7 @@ test("hop-by-hop headers (RFC 9110 7.6.1), those Connection names, and client x-
 
 /** GET over a raw connection; resolves with status, headers, body bytes and how the body ended. */
 function rawBody(url, path, headers = {}) {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: hostname, port, path, headers }, (res) => {
-      const chunks = [];
-      let ended = "complete";
-      res.on("data", (d) => chunks.push(d));
-      res.on("aborted", () => (ended = "aborted"));
-      res.on("error", () => (ended = "aborted"));
-      res.on("close", () =>
-        resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks), ended: res.complete ? ended : "aborted" }),
-      );
-    });
-    req.on("error", reject);
-    req.end();
-  });
+  return rawRequest(url, { path, headers });
 }
 
 // "cacheable": the cache holds a copy (a tee) of the body, so cutting the

@@ -8,14 +8,15 @@
 
 use std::cell::Cell;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::Duration;
 
-use futures::stream::{self, AbortHandle, Abortable, StreamExt};
-use worker::js_sys::{self, Function, Promise, Reflect};
-use worker::wasm_bindgen::{JsCast, JsValue};
-use worker::wasm_bindgen_futures::{spawn_local, JsFuture};
+use futures::stream::{self, AbortHandle, Abortable, Stream, StreamExt};
+use worker::js_sys;
+use worker::wasm_bindgen_futures::spawn_local;
 use worker::{console_warn, web_sys, Delay};
 
+use super::fixed_length_body::hold_to_length;
 use crate::body_watch::{fixed_length, idle_message};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,12 +43,14 @@ pub(crate) fn watch(
     let source = wasm_streams::ReadableStream::from_raw(body)
         .try_into_stream()
         .map_err(|(e, _)| worker::Error::JsError(format!("origin body is locked: {e:?}")))?;
-    // One timer per body, not per chunk: chunks only stamp the time, and the
-    // watchdog sleeps until the stamp plus the limit, again and again.
-    let last_chunk_ms = Rc::new(Cell::new(js_sys::Date::now()));
+    // The origin's silence is the time the reader has been *waiting* for
+    // its next chunk: a slow client that has not asked for more (its side of
+    // the stream is full) is not the origin's fault. Each poll that finds no
+    // chunk stamps when the wait began; a chunk clears it. One timer per
+    // body, not per chunk: the watchdog sleeps until the stamp plus the limit.
+    let waiting_since: Rc<Cell<Option<f64>>> = Rc::new(Cell::new(None));
     let state = Rc::new(Cell::new(BodyState::Flowing));
     let (cut, registration) = AbortHandle::new_pair();
-    let stamp = (Rc::clone(&last_chunk_ms), Rc::clone(&state));
     let ending = Rc::clone(&state);
     // After the origin's body ends, or was cut (the source is dropped there,
     // which cancels it), at most one more item: the error that says it was cut.
@@ -58,21 +61,35 @@ pub(crate) fn watch(
         }
     })
     .filter_map(|item| async move { item });
-    let watched = Abortable::new(source, registration)
-        .map(move |item| {
-            stamp.0.set(js_sys::Date::now());
-            if item.is_err() {
-                stamp.1.set(BodyState::Ended);
+    let mut source = Box::pin(Abortable::new(source, registration));
+    let (waiting, flowing) = (Rc::clone(&waiting_since), Rc::clone(&state));
+    let watched = stream::poll_fn(move |cx| {
+        let polled = source.as_mut().poll_next(cx);
+        match &polled {
+            Poll::Pending => {
+                if waiting.get().is_none() {
+                    waiting.set(Some(js_sys::Date::now()));
+                }
             }
-            item
-        })
-        .chain(tail);
+            Poll::Ready(item) => {
+                waiting.set(None);
+                if matches!(item, Some(Err(_))) {
+                    flowing.set(BodyState::Ended);
+                }
+            }
+        }
+        polled
+    })
+    .chain(tail);
     spawn_local(async move {
         loop {
-            let wait_ms = last_chunk_ms.get() + idle_ms - js_sys::Date::now();
             if state.get() == BodyState::Ended {
                 return;
             }
+            // Not waiting: the reader has not asked for more; look again later.
+            let wait_ms = waiting_since
+                .get()
+                .map_or(idle_ms, |since| since + idle_ms - js_sys::Date::now());
             if wait_ms <= 0.0 {
                 state.set(BodyState::Cut);
                 console_warn!("hedgehog-edge: {}", idle_message(idle_ms));
@@ -92,27 +109,4 @@ pub(crate) fn watch(
         Some(length) => hold_to_length(watched, length),
         None => Ok(watched),
     }
-}
-
-/// Pipes `body` through the runtime's `FixedLengthStream`, so the response
-/// keeps its `Content-Length` (and a short body is an error, not an end).
-fn hold_to_length(
-    body: web_sys::ReadableStream,
-    length: u64,
-) -> worker::Result<web_sys::ReadableStream> {
-    let class: Function = Reflect::get(&js_sys::global(), &"FixedLengthStream".into())?
-        .dyn_into()
-        .map_err(|_| worker::Error::JsError("FixedLengthStream is not available".into()))?;
-    let args = js_sys::Array::of1(&JsValue::from_f64(length as f64));
-    let fixed = Reflect::construct(&class, &args)?;
-    let readable: web_sys::ReadableStream = Reflect::get(&fixed, &"readable".into())?.dyn_into()?;
-    let writable = Reflect::get(&fixed, &"writable".into())?;
-    let pipe_to: Function = Reflect::get(&body, &"pipeTo".into())?.dyn_into()?;
-    let piping: Promise = pipe_to.call1(&body, &writable)?.dyn_into()?;
-    // The pipe fails when the watchdog cuts the body or the client goes away;
-    // the client's side already shows it, so the rejection is only consumed.
-    spawn_local(async move {
-        let _ = JsFuture::from(piping).await;
-    });
-    Ok(readable)
 }

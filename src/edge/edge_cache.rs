@@ -13,6 +13,13 @@ use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{console_warn, web_sys, Context};
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use futures::stream::{self, StreamExt};
+use worker::js_sys::Uint8Array;
+
+use crate::body_watch::{body_whole, fixed_length};
 use crate::cache_policy::{variant_key, vary_rule, VaryRule, VARY_MARKER_HEADER};
 
 fn default_cache() -> Option<web_sys::Cache> {
@@ -94,25 +101,88 @@ pub(crate) fn store(
             (key, Some(marker))
         }
     };
-    let Ok(copy) = response.clone() else {
+    let headers = response.headers();
+    let expected_len = fixed_length(
+        headers.get("content-length").ok().flatten().as_deref(),
+        headers.get("content-encoding").ok().flatten().as_deref(),
+    );
+    let Ok((copy, progress)) = tracked_copy(response) else {
         return false;
     };
     let put = cache.put_with_str(&key, &copy);
-    let put_marker = marker.map(|m| cache.put_with_str(url, &m));
+    let url = url.to_string();
     ctx.wait_until(async move {
         let stored = JsFuture::from(put).await;
-        let marked = match put_marker {
-            Some(p) => JsFuture::from(p).await.map(|_| JsValue::UNDEFINED),
-            None => Ok(JsValue::UNDEFINED),
+        let whole = {
+            let p = progress.borrow();
+            body_whole(expected_len, p.bytes, p.errored, p.ended)
         };
-        match (stored, marked) {
-            (Ok(_), Ok(_)) => on_stored(),
-            (Err(e), _) | (_, Err(e)) => {
-                console_warn!("hedgehog-edge: cache store failed: {e:?}")
-            }
+        if stored.is_ok() && !whole {
+            // Stored, but short: take it out again before anyone is served it.
+            let _ = JsFuture::from(cache.delete_with_str(&key)).await;
+            console_warn!("hedgehog-edge: the origin's body ended early; not cached");
+            return;
+        }
+        // The variant first, the marker after it: a marker always points at
+        // a variant that was stored (or is being replaced).
+        let mut stored = stored;
+        if let (Ok(_), Some(marker)) = (&stored, marker) {
+            stored = JsFuture::from(cache.put_with_str(&url, &marker)).await;
+        }
+        match stored {
+            Ok(_) => on_stored(),
+            Err(e) => console_warn!("hedgehog-edge: cache store failed: {e:?}"),
         }
     });
     true
+}
+
+/// How the cache's copy of a body went, as far as the copy has been read.
+#[derive(Debug, Default)]
+struct CopyProgress {
+    bytes: u64,
+    errored: bool,
+    ended: bool,
+}
+
+/// A copy of `response` (a tee of its body) for the cache, and its progress.
+/// The copy passes through the Worker chunk by chunk so the store can tell a
+/// whole body from one that ended early: an origin that resets mid-body is
+/// relayed by the runtime as an ordinary end, and the cache would keep the
+/// short body as if it were the response.
+fn tracked_copy(
+    response: &web_sys::Response,
+) -> worker::Result<(web_sys::Response, Rc<RefCell<CopyProgress>>)> {
+    let copy = response.clone()?;
+    let progress = Rc::new(RefCell::new(CopyProgress::default()));
+    let Some(body) = copy.body() else {
+        progress.borrow_mut().ended = true;
+        return Ok((copy, progress));
+    };
+    let source = wasm_streams::ReadableStream::from_raw(body)
+        .try_into_stream()
+        .map_err(|(e, _)| worker::Error::JsError(format!("origin body is locked: {e:?}")))?;
+    let (counting, ending) = (Rc::clone(&progress), Rc::clone(&progress));
+    let tracked = source
+        .map(move |item| {
+            let mut p = counting.borrow_mut();
+            match &item {
+                Ok(chunk) => p.bytes += u64::from(Uint8Array::new(chunk).length()),
+                Err(_) => p.errored = true,
+            }
+            Some(item)
+        })
+        .chain(stream::once(async move {
+            ending.borrow_mut().ended = true;
+            None
+        }))
+        .filter_map(|item| async move { item });
+    let init = web_sys::ResponseInit::new();
+    init.set_status(copy.status());
+    init.set_headers_headers(&copy.headers());
+    let body = wasm_streams::ReadableStream::from_stream(tracked).into_raw();
+    let copy = web_sys::Response::new_with_opt_readable_stream_and_init(Some(&body), &init)?;
+    Ok((copy, progress))
 }
 
 /// The entry under the plain URL of a varying response: no body, the names

@@ -13,6 +13,7 @@ mod analytics;
 mod body_watchdog;
 mod coalesced;
 mod edge_cache;
+mod fixed_length_body;
 mod hedged_fetch;
 mod isolate;
 mod leg;
@@ -310,6 +311,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             status: response.status(),
             cache_control: headers.get("cache-control")?.as_deref(),
             sets_cookie: headers.has("set-cookie")?,
+            content_encoding: headers.get("content-encoding")?.as_deref(),
             vary: headers.get("vary")?.as_deref(),
         }) && edge_cache::store(&ctx, &url, &client_headers, response, {
             let leader = leader.take();

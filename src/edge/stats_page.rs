@@ -21,6 +21,10 @@ struct StatsJson<'a> {
     /// it grows in 64 KiB pages and never shrinks).
     wasm_memory_bytes: f64,
     budget_tokens: f64,
+    /// Request-body bytes held for replay now, and the most ever at once
+    /// (capped by HEDGE_MAX_HELD_BODY_BYTES).
+    held_body_bytes: u64,
+    held_body_bytes_peak: u64,
     origins: Vec<OriginJson<'a>>,
     routes: Vec<RouteJson<'a>>,
     /// Requests on route keys beyond the tracked bound.
@@ -177,6 +181,8 @@ pub(crate) fn respond(
             hedge_quantile: q,
             wasm_memory_bytes: wasm_memory_bytes(),
             budget_tokens: ready.gate.budget_tokens(now_ms),
+            held_body_bytes: ready.held_bodies.held(),
+            held_body_bytes_peak: ready.held_bodies.peak(),
             origins,
             routes,
             untracked_routes: counters(ready.route_stats.overflow()),

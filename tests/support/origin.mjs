@@ -84,6 +84,8 @@ export async function startOrigin(name, handle) {
   return {
     name,
     port,
+    /** The node:http server, for tests that speak more than request/response. */
+    server,
     url: `http://127.0.0.1:${port}`,
     requests,
     events,
