@@ -10,6 +10,8 @@
 //! as a mode for comparison) differs in one rule: when the timer fires, the
 //! primary is abandoned (aborted) before the second leg starts.
 
+use crate::health::Outcome;
+
 /// One of the two legs of a race.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Leg {
@@ -33,6 +35,14 @@ impl Leg {
         match self {
             Leg::Primary => "primary",
             Leg::Hedge => "hedge",
+        }
+    }
+
+    /// Its place in per-leg arrays: 0 for the primary, 1 for the hedge.
+    pub fn index(self) -> usize {
+        match self {
+            Leg::Primary => 0,
+            Leg::Hedge => 1,
         }
     }
 }
@@ -65,6 +75,17 @@ pub fn classify_status(leg: Leg, status: u16) -> LegOutcome {
 /// the 503, 409, 425 and 429 of [`classify_status`].
 pub fn hedge_refused(status: u16) -> bool {
     matches!(status, 503 | 409 | 425 | 429)
+}
+
+/// What an answer with `status` on `leg` says about its origin's health: a
+/// hedge refused is shed work (counted toward the 5xx rate, never a
+/// failure), any other 5xx a server error, the rest a success.
+pub fn health_outcome(leg: Leg, status: u16) -> Outcome {
+    match status {
+        s if leg == Leg::Hedge && hedge_refused(s) => Outcome::Shed,
+        500.. => Outcome::ServerError,
+        _ => Outcome::Success,
+    }
 }
 
 /// What the Worker should do next.
@@ -383,6 +404,17 @@ mod tests {
                 assert_eq!(classify_status(leg, s), RetriableFailure);
             }
         }
+    }
+
+    #[test]
+    fn a_refused_hedge_is_shed_work_and_a_primary_5xx_a_server_error() {
+        for status in [409, 425, 429, 503] {
+            assert_eq!(health_outcome(Leg::Hedge, status), Outcome::Shed);
+        }
+        assert_eq!(health_outcome(Leg::Primary, 503), Outcome::ServerError);
+        assert_eq!(health_outcome(Leg::Primary, 429), Outcome::Success);
+        assert_eq!(health_outcome(Leg::Hedge, 500), Outcome::ServerError);
+        assert_eq!(health_outcome(Leg::Hedge, 404), Outcome::Success);
     }
 
     #[test]

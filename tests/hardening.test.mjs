@@ -242,6 +242,30 @@ for (const framing of ["content-length", "chunked", "cacheable"]) {
   });
 }
 
+test("the body idle timeout measures the origin's silence, not a slow reader", async () => {
+  // The origin sends 32 MiB at once: far more than the socket buffers between
+  // workerd and the client hold, so a client that stops reading for 1.5 s
+  // (five idle limits) holds the Worker's stream back while the origin is
+  // done. That pause is the client's, and must not cut the body.
+  const size = 32 << 20;
+  const chunk = Buffer.alloc(64 << 10, "z");
+  const a = await origin("a", () => ({
+    headers: { "content-length": String(size) },
+    chunks: Array.from({ length: size / chunk.length }, () => chunk),
+  }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_CACHE: "false", HEDGE_BODY_IDLE_TIMEOUT_MS: "300" });
+  const res = await rawRequest(w.url, {
+    path: "/big",
+    headers: { "accept-encoding": "identity" },
+    onResponse: (r) => {
+      r.pause();
+      setTimeout(() => r.resume(), 1_500);
+    },
+  });
+  assert.equal(res.ended, "complete");
+  assert.equal(res.body.length, size);
+});
+
 test("a watched body keeps Content-Length, and a trickle inside the idle limit arrives whole", async () => {
   const chunks = ["one ", "two ", "three ", "four"];
   const length = Buffer.byteLength(chunks.join(""));

@@ -1,70 +1,35 @@
 //! Runs one hedged race: primary fetch, hedge timer, hedge fetch, first answer wins.
 //!
-//! The decisions come from [`crate::race::Race`]; this module only does the
-//! I/O: it starts legs, waits on whichever event comes first, aborts the loser
-//! through its `AbortController` as soon as the winner's headers arrive, and
-//! records latency samples.
+//! Every decision comes from the [`Hedger`]; this module only does the I/O:
+//! it sends legs, waits on whichever event comes first, hands the event to
+//! the Hedger and does what the returned [`Action`] says: send the hedge,
+//! or finish, aborting every leg but the winner through its own
+//! `AbortController` the moment the winner's headers arrive.
 
+use std::cell::RefCell;
 use std::time::Duration;
 
 use futures::future::{Fuse, FutureExt, LocalBoxFuture};
 use worker::{web_sys, Delay};
 
-use super::isolate;
+use super::abort_signal;
 use super::leg::{self, OutboundRequest};
-use crate::config::Params;
-use crate::delay_policy::DelayChoice;
-use crate::health::Outcome;
-use crate::hedge_gate::HedgeDenied;
+use crate::hedger::{Action, Hedger, RaceEnd, RacePlan, RaceState};
 use crate::outbound::upstream_url;
-use crate::race::{classify_status, hedge_refused, Leg, LegOutcome, Race, Step};
-use crate::sketch::Sample;
+use crate::race::Leg;
 
-/// What a race needs to know beyond the request itself.
+/// Where a race's legs go: the client's path and query on each origin.
 #[derive(Debug)]
-pub(crate) struct RacePlan {
-    /// Index of the primary origin.
-    pub(crate) primary: usize,
-    /// Route key latency is recorded under.
-    pub(crate) route: String,
-    /// The hedge delay, or `None` when this request is never hedged.
-    pub(crate) delay: Option<DelayChoice>,
-    /// Classic timeout-and-retry instead of a hedge: the timer abandons the
-    /// primary, and the retry is not charged to the hedge budget.
-    pub(crate) retry: bool,
-    /// Why this request is never hedged (for `Server-Timing`), when it is not.
-    pub(crate) hedge_skip: Option<&'static str>,
+pub(crate) struct Target<'a> {
     /// Client path, appended to the origin base URL.
-    pub(crate) path: String,
+    pub(crate) path: &'a str,
     /// Client query string, without the `?`.
-    pub(crate) query: Option<String>,
-    /// Hedgeable only through its idempotency key: the hedge must go to
-    /// another origin, never the primary's own.
-    pub(crate) keyed: bool,
+    pub(crate) query: Option<&'a str>,
 }
 
-/// What one leg did, for headers, error bodies and logs.
-#[derive(Debug, Default)]
-pub(crate) struct LegReport {
-    pub(crate) origin: usize,
-    pub(crate) started_ms: Option<f64>,
-    pub(crate) finished_ms: Option<f64>,
-    pub(crate) status: Option<u16>,
-    pub(crate) error: Option<String>,
-    pub(crate) aborted: bool,
-}
-
-impl LegReport {
-    /// Milliseconds from the leg's start to its headers (or to `now_ms` if unfinished).
-    pub(crate) fn elapsed_ms(&self, now_ms: f64) -> Option<f64> {
-        self.started_ms
-            .map(|start| self.finished_ms.unwrap_or(now_ms) - start)
-    }
-}
-
-/// How the race ended.
+/// How the race ended, with the response that goes to the client.
 #[derive(Debug)]
-pub(crate) enum RaceEnd {
+pub(crate) enum Outcome {
     /// A leg answered; its response goes to the client.
     Won(Leg, web_sys::Response),
     /// Only the primary ran and it failed retriably: its response (if it got
@@ -74,23 +39,54 @@ pub(crate) enum RaceEnd {
     BothFailed,
     /// No leg answered within the timeout.
     TimedOut,
-    /// The client went away first: both legs were aborted, and nobody reads
-    /// the answer.
+    /// The client went away first; nobody reads the answer.
     ClientGone,
 }
 
-/// The race's result and what each leg did.
+/// The race's result: how it ended and what each leg did.
 #[derive(Debug)]
 pub(crate) struct RaceReport {
-    pub(crate) end: RaceEnd,
-    pub(crate) hedge_sent: bool,
-    /// Set when a hedge was wanted but refused, with the reason.
-    pub(crate) hedge_denied: Option<HedgeDenied>,
-    pub(crate) primary: LegReport,
-    pub(crate) hedge: LegReport,
+    pub(crate) outcome: Outcome,
+    /// The Hedger's record of the race (plan, legs, why no hedge).
+    pub(crate) state: RaceState,
     /// The winning leg's controller: aborting it stops the origin's body
     /// (for the body idle timeout, which may cut it after the race).
     pub(crate) winner_controller: Option<web_sys::AbortController>,
+}
+
+/// The I/O side of one leg: its fetch, its abort controller and its answer.
+struct LegIo {
+    future: Fuse<LocalBoxFuture<'static, worker::Result<web_sys::Response>>>,
+    controller: Option<web_sys::AbortController>,
+    response: Option<web_sys::Response>,
+}
+
+impl LegIo {
+    fn idle() -> Self {
+        Self {
+            future: Fuse::terminated(),
+            controller: None,
+            response: None,
+        }
+    }
+
+    /// Sends a leg to `url`; `None` when the Worker could not build it.
+    fn send(url: &str, outbound: &mut OutboundRequest, leg: Leg) -> worker::Result<Self> {
+        let controller = web_sys::AbortController::new()?;
+        let fetch = leg::send(url, outbound, leg, &controller.signal())?;
+        Ok(Self {
+            future: fetch.boxed_local().fuse(),
+            controller: Some(controller),
+            response: None,
+        })
+    }
+
+    /// Aborts the leg's fetch (its request, or its body if it answered).
+    fn abort(&mut self) {
+        if let Some(c) = self.controller.take() {
+            c.abort();
+        }
+    }
 }
 
 enum Event {
@@ -100,310 +96,152 @@ enum Event {
     Deadline,
 }
 
-type LegFuture = Fuse<LocalBoxFuture<'static, worker::Result<web_sys::Response>>>;
-
-/// Runs the race for `outbound` under `plan`. `client_gone` resolves when
-/// the client disconnects.
+/// Runs the race for `outbound` under `plan`. `client` is the incoming
+/// request's signal, aborted when the client disconnects.
 ///
-/// An `Err` is the Worker's own failure (the outbound request could not be
+/// An `Err` is the Worker's own failure (the primary request could not be
 /// built): no origin was asked, and none is blamed.
 pub(crate) async fn run(
-    params: &Params,
-    plan: &RacePlan,
+    hedger: &RefCell<Hedger>,
+    plan: RacePlan,
+    target: &Target<'_>,
     outbound: &mut OutboundRequest,
-    client_gone: LocalBoxFuture<'static, ()>,
+    client: &web_sys::AbortSignal,
     now_ms: impl Fn() -> f64,
 ) -> worker::Result<RaceReport> {
-    let primary_url = upstream_url(
-        &params.origins[plan.primary].base_url,
-        &plan.path,
-        plan.query.as_deref(),
-    );
-
+    let (timeout_ms, origin_urls): (f64, Vec<String>) = {
+        let h = hedger.borrow();
+        let urls = h
+            .params()
+            .origins
+            .iter()
+            .map(|o| upstream_url(&o.base_url, target.path, target.query))
+            .collect();
+        (h.params().timeout_ms, urls)
+    };
+    let url = |origin: usize| origin_urls.get(origin).map_or("", String::as_str);
+    let delay_ms = plan.delay.map(|d| d.delay_ms);
     // One controller per leg, so aborting the loser leaves the winner alone.
-    // The hedge's is made only when a hedge goes out.
-    let primary_controller = web_sys::AbortController::new()?;
-    let primary_signal = primary_controller.signal();
-    let mut primary_ctl = Some(primary_controller);
-    let mut hedge_ctl: Option<web_sys::AbortController> = None;
-
-    let mut report = RaceReport {
-        end: RaceEnd::TimedOut,
-        hedge_sent: false,
-        hedge_denied: None,
-        winner_controller: None,
-        primary: LegReport {
-            origin: plan.primary,
-            ..LegReport::default()
-        },
-        hedge: LegReport {
-            origin: plan.primary,
-            ..LegReport::default()
-        },
-    };
-    let mut race = if plan.retry {
-        Race::retry(plan.delay.is_some())
-    } else {
-        Race::new(plan.delay.is_some())
-    };
-    let mut responses: [Option<web_sys::Response>; 2] = [None, None];
-
-    report.primary.started_ms = Some(now_ms());
-    let primary_fetch = leg::send(&primary_url, outbound, Leg::Primary, &primary_signal)?;
-    let mut primary_fut: LegFuture = primary_fetch.boxed_local().fuse();
-    let mut hedge_fut: LegFuture = Fuse::terminated();
-    let mut timer = match plan.delay {
-        Some(choice) => delay(choice.delay_ms).fuse(),
+    let primary = LegIo::send(url(plan.primary), outbound, Leg::Primary)?;
+    let mut state = hedger.borrow_mut().start(plan, now_ms());
+    let mut legs = [primary, LegIo::idle()];
+    let mut timer = match delay_ms {
+        Some(ms) => delay(ms).fuse(),
         None => Fuse::terminated(),
     };
-    let mut deadline = delay(params.timeout_ms).fuse();
-    let mut client_gone = client_gone.fuse();
+    let mut deadline = delay(timeout_ms).fuse();
+    // Listening for the client's disconnect costs a promise and two closures
+    // (20-40 us of workerd CPU a request, measured), so a hedgeable request
+    // only listens once it has outlived its hedge delay (most never do); at
+    // that moment a client already gone stops the hedge.
+    let mut client_gone: Fuse<LocalBoxFuture<'static, ()>> = match delay_ms {
+        Some(_) => Fuse::terminated(),
+        None => abort_signal::aborted(client).fuse(),
+    };
 
     loop {
-        // Biased, in this order: an answer that is ready wins over a timer
-        // that is ready at the same moment (no needless hedge, no needless
-        // 504), and a client that is gone stops the timers from acting.
-        let event = futures::select_biased! {
-            r = primary_fut => Event::Finished(Leg::Primary, r),
-            r = hedge_fut => Event::Finished(Leg::Hedge, r),
-            _ = client_gone => Event::ClientGone,
-            _ = timer => Event::HedgeTimer,
-            _ = deadline => Event::Deadline,
-            complete => Event::Deadline,
+        let event = {
+            let [primary, hedge] = &mut legs;
+            // Biased, in this order: an answer that is ready wins over a timer
+            // that is ready at the same moment (no needless hedge, no needless
+            // 504), and a client that is gone stops the timers from acting.
+            futures::select_biased! {
+                r = &mut primary.future => Event::Finished(Leg::Primary, r),
+                r = &mut hedge.future => Event::Finished(Leg::Hedge, r),
+                _ = client_gone => Event::ClientGone,
+                _ = timer => Event::HedgeTimer,
+                _ = deadline => Event::Deadline,
+                complete => Event::Deadline,
+            }
         };
         let now = now_ms();
-        let mut step = match event {
-            Event::Finished(leg, result) => {
-                let leg_report = report.leg_mut(leg);
-                leg_report.finished_ms = Some(now);
-                let (outcome, health) = match &result {
-                    Ok(response) => {
-                        let status = response.status();
-                        leg_report.status = Some(status);
-                        let health = match status {
-                            s if leg == Leg::Hedge && hedge_refused(s) => Outcome::Shed,
-                            500.. => Outcome::ServerError,
-                            _ => Outcome::Success,
-                        };
-                        (classify_status(leg, status), health)
-                    }
-                    Err(e) => {
-                        leg_report.error = Some(e.to_string());
-                        (LegOutcome::RetriableFailure, Outcome::Unreachable)
-                    }
-                };
-                let origin = leg_report.origin;
-                isolate::with_ready(|ready| {
-                    ready.gate.record(origin, health, now);
-                    let server_error = !matches!(health, Outcome::Success);
-                    ready.pop.record_response(origin, server_error);
-                });
-                responses[leg_index(leg)] = result.ok();
-                race.leg_finished(leg, outcome)
-            }
-            Event::HedgeTimer => race.timer_fired(),
-            Event::ClientGone => {
-                // Nobody will read the answer: every millisecond a leg runs
-                // now is wasted origin work. Losing to a gone client says
-                // nothing about an origin.
-                for leg in [Leg::Primary, Leg::Hedge] {
-                    if race.is_pending(leg) {
-                        cut_short(plan, &mut report, leg, now, CutShort::Lost);
-                    }
+        // A leg that failed because the client went away (its upload broke
+        // off) says nothing about the origin, and a hedge for a client that
+        // is gone is never sent.
+        let event = match event {
+            Event::Finished(_, Err(_)) | Event::HedgeTimer if client.aborted() => Event::ClientGone,
+            other => other,
+        };
+        let mut action = {
+            let mut h = hedger.borrow_mut();
+            match event {
+                Event::Finished(leg, Ok(response)) => {
+                    let status = response.status();
+                    legs[leg.index()].response = Some(response);
+                    h.leg_answered(&mut state, leg, status, now)
                 }
-                abort(&mut primary_ctl);
-                abort(&mut hedge_ctl);
-                report.end = RaceEnd::ClientGone;
-                return Ok(report);
-            }
-            Event::Deadline => {
-                for leg in [Leg::Primary, Leg::Hedge] {
-                    if race.is_pending(leg) {
-                        cut_short(plan, &mut report, leg, now, CutShort::TimedOut);
-                    }
+                Event::Finished(leg, Err(e)) => h.leg_failed(&mut state, leg, e.to_string(), now),
+                Event::HedgeTimer => {
+                    client_gone = abort_signal::aborted(client).fuse();
+                    h.timer_fired(&mut state, now)
                 }
-                abort(&mut primary_ctl);
-                abort(&mut hedge_ctl);
-                report.end = RaceEnd::TimedOut;
-                return Ok(report);
+                Event::ClientGone => h.client_gone(&mut state, now),
+                Event::Deadline => h.deadline_passed(&mut state, now),
             }
         };
-        if step == Step::AbandonPrimaryAndRetry {
-            abort(&mut primary_ctl);
-            // For a timeout-and-retry client, the timeout is the primary's failure.
-            cut_short(plan, &mut report, Leg::Primary, now, CutShort::TimedOut);
-            step = Step::StartHedge;
-        }
-        if step == Step::StartHedge {
-            let permit = isolate::with_ready(|ready| {
-                if plan.keyed {
-                    ready.gate.permit_to_peer(plan.primary, now)
-                } else {
-                    ready.gate.permit(plan.primary, now, !plan.retry)
-                }
-            })
-            .unwrap_or(Err(HedgeDenied::NoTarget));
-            let started = match permit {
-                Ok(target) => {
-                    let url = upstream_url(
-                        &params.origins[target].base_url,
-                        &plan.path,
-                        plan.query.as_deref(),
-                    );
-                    report.hedge.origin = target;
-                    let sent = web_sys::AbortController::new().ok().and_then(|controller| {
-                        let fetch =
-                            leg::send(&url, outbound, Leg::Hedge, &controller.signal()).ok()?;
-                        hedge_ctl = Some(controller);
-                        Some(fetch)
-                    });
-                    if sent.is_none() {
-                        // The Worker could not build the copy: the origin was
-                        // never asked, so it is not blamed, and a recovery
-                        // trial the permit claimed for it is given back.
-                        isolate::with_ready(|ready| ready.gate.abandoned(target, now));
+        loop {
+            match action {
+                Action::Wait => break,
+                Action::SendHedge {
+                    origin,
+                    abort_primary,
+                } => {
+                    if abort_primary {
+                        legs[Leg::Primary.index()].abort();
                     }
-                    sent
+                    match LegIo::send(url(origin), outbound, Leg::Hedge) {
+                        Ok(hedge) => {
+                            legs[Leg::Hedge.index()] = hedge;
+                            hedger.borrow_mut().hedge_sent(&mut state, now);
+                            break;
+                        }
+                        Err(_) => action = hedger.borrow_mut().hedge_not_sent(&mut state, now),
+                    }
                 }
-                Err(reason) => {
-                    report.hedge_denied = Some(reason);
-                    None
-                }
-            };
-            step = match started {
-                Some(fetch) => {
-                    hedge_fut = fetch.boxed_local().fuse();
-                    report.hedge.started_ms = Some(now);
-                    report.hedge_sent = true;
-                    isolate::with_ready(|ready| ready.pop.record_hedge());
-                    race.hedge_started();
-                    Step::Wait
-                }
-                None => race.hedge_declined(),
-            };
-        }
-        match step {
-            Step::Wait | Step::StartHedge | Step::AbandonPrimaryAndRetry => continue,
-            Step::Deliver(winner) => {
-                let loser = winner.other();
-                // Abort first: every millisecond the loser runs is wasted origin work.
-                // A failed loser's body is not needed either.
-                abort(controller(loser, &mut primary_ctl, &mut hedge_ctl));
-                if race.is_pending(loser) {
-                    cut_short(plan, &mut report, loser, now, CutShort::Lost);
-                }
-                record(plan, &report, winner, now, false);
-                let response = responses[leg_index(winner)]
-                    .take()
-                    .ok_or_else(|| worker::Error::RustError("winner without a response".into()))?;
-                report.end = RaceEnd::Won(winner, response);
-                report.winner_controller =
-                    controller(winner, &mut primary_ctl, &mut hedge_ctl).take();
-                return Ok(report);
-            }
-            Step::DeliverPrimaryFailure => {
-                report.end = RaceEnd::PrimaryFailed(responses[0].take());
-                return Ok(report);
-            }
-            Step::FailBoth => {
-                abort(&mut primary_ctl);
-                abort(&mut hedge_ctl);
-                report.end = RaceEnd::BothFailed;
-                return Ok(report);
+                Action::Finish(end) => return Ok(finish(end, state, legs)),
             }
         }
     }
 }
 
-// === impl RaceReport ===
-
-impl RaceReport {
-    pub(crate) fn leg(&self, leg: Leg) -> &LegReport {
-        match leg {
-            Leg::Primary => &self.primary,
-            Leg::Hedge => &self.hedge,
+/// Ends the race: every leg but the one whose response goes out is aborted
+/// (abort first: every millisecond a loser runs is wasted origin work, and a
+/// failed loser's body is not needed either).
+fn finish(end: RaceEnd, state: RaceState, mut legs: [LegIo; 2]) -> RaceReport {
+    let kept = match end {
+        RaceEnd::Won(leg) => Some(leg),
+        RaceEnd::PrimaryFailed => Some(Leg::Primary),
+        RaceEnd::BothFailed | RaceEnd::TimedOut | RaceEnd::ClientGone => None,
+    };
+    for leg in [Leg::Primary, Leg::Hedge] {
+        if Some(leg) != kept {
+            legs[leg.index()].abort();
         }
     }
-
-    fn leg_mut(&mut self, leg: Leg) -> &mut LegReport {
-        match leg {
-            Leg::Primary => &mut self.primary,
-            Leg::Hedge => &mut self.hedge,
-        }
-    }
-}
-
-fn leg_index(leg: Leg) -> usize {
-    match leg {
-        Leg::Primary => 0,
-        Leg::Hedge => 1,
-    }
-}
-
-fn controller<'a>(
-    leg: Leg,
-    primary: &'a mut Option<web_sys::AbortController>,
-    hedge: &'a mut Option<web_sys::AbortController>,
-) -> &'a mut Option<web_sys::AbortController> {
-    match leg {
-        Leg::Primary => primary,
-        Leg::Hedge => hedge,
-    }
-}
-
-fn abort(controller: &mut Option<web_sys::AbortController>) {
-    if let Some(c) = controller.take() {
-        c.abort();
+    let mut take = |leg: Leg| {
+        let io = &mut legs[leg.index()];
+        (io.response.take(), io.controller.take())
+    };
+    let (outcome, winner_controller) = match end {
+        RaceEnd::Won(leg) => match take(leg) {
+            (Some(response), controller) => (Outcome::Won(leg, response), controller),
+            // A leg wins only on an answer, which is stored before the
+            // Hedger hears of it; were it missing, the client gets the 502
+            // that both legs failing gives, not a panic.
+            (None, _) => (Outcome::BothFailed, None),
+        },
+        RaceEnd::PrimaryFailed => (Outcome::PrimaryFailed(take(Leg::Primary).0), None),
+        RaceEnd::BothFailed => (Outcome::BothFailed, None),
+        RaceEnd::TimedOut => (Outcome::TimedOut, None),
+        RaceEnd::ClientGone => (Outcome::ClientGone, None),
+    };
+    RaceReport {
+        outcome,
+        state,
+        winner_controller,
     }
 }
 
 fn delay(ms: f64) -> LocalBoxFuture<'static, ()> {
     Delay::from(Duration::from_millis(ms.max(0.0).round() as u64)).boxed_local()
-}
-
-/// Why a leg in flight was cut short.
-#[derive(Clone, Copy)]
-enum CutShort {
-    /// Its time ran out: a failure of its origin.
-    TimedOut,
-    /// The other leg won: says nothing about its origin.
-    Lost,
-}
-
-/// Books a leg aborted before it answered (its controller is the caller's):
-/// its elapsed time as a censored latency sample, and what it says about
-/// its origin's health.
-fn cut_short(plan: &RacePlan, report: &mut RaceReport, leg: Leg, now_ms: f64, why: CutShort) {
-    record(plan, report, leg, now_ms, true);
-    let leg_report = report.leg_mut(leg);
-    leg_report.aborted = true;
-    let origin = leg_report.origin;
-    isolate::with_ready(|ready| match why {
-        CutShort::TimedOut => {
-            ready.gate.record(origin, Outcome::Unreachable, now_ms);
-            ready.pop.record_response(origin, true);
-        }
-        CutShort::Lost => ready.gate.abandoned(origin, now_ms),
-    });
-}
-
-/// Records a leg's latency: a completion, or (for a leg cut short) a lower bound.
-fn record(plan: &RacePlan, report: &RaceReport, leg: Leg, now_ms: f64, censored: bool) {
-    let leg_report = report.leg(leg);
-    let Some(elapsed) = leg_report.elapsed_ms(now_ms) else {
-        return;
-    };
-    let sample = if censored {
-        Sample::Censored(elapsed)
-    } else {
-        Sample::Completed(elapsed)
-    };
-    isolate::with_ready(|ready| {
-        ready
-            .estimator
-            .record(leg_report.origin, &plan.route, sample, now_ms);
-        ready
-            .pop
-            .record_sample(leg_report.origin, &plan.route, sample);
-    });
 }

@@ -16,26 +16,22 @@ use worker::Env;
 use crate::cache_policy::CacheRoutes;
 use crate::coalesce::Coalescer;
 use crate::config::{self, ConfigError, Params};
-use crate::pop_client::{PopClient, PopClientParams};
-use crate::route_stats::RouteStats;
 
 /// Routes never seen to produce a storable response are looked up in the
 /// cache one request in this many.
 const CACHE_PROBE_EVERY: u64 = 64;
-use crate::estimator::LatencyEstimator;
-use crate::hedge_gate::HedgeGate;
+use crate::hedger::Hedger;
 use crate::held_bodies::HeldBodies;
 
 /// Mutable per-isolate state, available once the configuration is valid.
 #[derive(Debug)]
 pub(crate) struct Ready {
     pub(crate) params: Rc<Params>,
-    pub(crate) estimator: LatencyEstimator,
-    pub(crate) gate: HedgeGate,
+    /// The races' decisions and what they read and write. Shared, so a
+    /// request's race can hold it across awaits (borrowed only between them).
+    pub(crate) hedger: Rc<RefCell<Hedger>>,
     pub(crate) cache_routes: CacheRoutes,
     pub(crate) coalescer: Coalescer,
-    pub(crate) pop: PopClient,
-    pub(crate) route_stats: RouteStats,
     pub(crate) held_bodies: HeldBodies,
 }
 
@@ -56,16 +52,14 @@ pub(crate) fn params(env: &Env, now_ms: f64) -> Result<Rc<Params>, Rc<Vec<Config
         let mut slot = cell.borrow_mut();
         let isolate = slot.get_or_insert_with(|| match config::parse(&read_vars(env)) {
             Ok(params) => Isolate::Ready(Box::new(Ready {
-                estimator: LatencyEstimator::new(params.estimator),
-                gate: HedgeGate::new(&params, now_ms),
                 cache_routes: CacheRoutes::new(CACHE_PROBE_EVERY),
                 coalescer: Coalescer::new(params.coalesce),
-                route_stats: RouteStats::new(params.estimator.max_route_keys),
                 held_bodies: HeldBodies::new(params.max_held_body_bytes),
-                pop: PopClient::new(PopClientParams {
-                    enabled: super::pop_sync::configured(env),
-                    ..params.pop.client
-                }),
+                hedger: Rc::new(RefCell::new(Hedger::new(
+                    params.clone(),
+                    super::pop_sync::configured(env),
+                    now_ms,
+                ))),
                 params: Rc::new(params),
             })),
             Err(errors) => Isolate::Invalid(Rc::new(errors)),
@@ -75,6 +69,11 @@ pub(crate) fn params(env: &Env, now_ms: f64) -> Result<Rc<Params>, Rc<Vec<Config
             Isolate::Invalid(errors) => Err(errors.clone()),
         }
     })
+}
+
+/// The isolate's Hedger; `None` before a valid configuration was parsed.
+pub(crate) fn hedger() -> Option<Rc<RefCell<Hedger>>> {
+    with_ready(|ready| Rc::clone(&ready.hedger))
 }
 
 /// Runs `f` on the isolate's state; `None` before a valid configuration was parsed.

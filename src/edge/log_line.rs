@@ -3,36 +3,42 @@
 
 use worker::{console_error, console_log, web_sys, AnalyticsEngineDataset};
 
-use super::hedged_fetch::{LegReport, RacePlan, RaceReport};
+use super::hedged_fetch::RaceReport;
 use super::reply::HEDGE_HEADER;
 use crate::config::Params;
+use crate::hedger::LegRecord;
 use crate::outbound::TraceContext;
+use crate::race::Leg;
 use crate::request_log::{LegLine, LogLevel, RequestLine};
 
 /// What is known before the response is built (the report is consumed by it).
 pub(crate) fn begin(
     params: &Params,
-    plan: &RacePlan,
     report: &RaceReport,
     request_id: &str,
     trace: &TraceContext,
     method: &str,
     now_ms: f64,
 ) -> RequestLine {
-    let leg = |name: &'static str, l: &LegReport| LegLine {
-        leg: name,
-        origin: params
-            .origins
-            .get(l.origin)
-            .map_or_else(String::new, |o| o.name.clone()),
-        status: l.status,
-        error: l.error.clone(),
-        elapsed_ms: l.elapsed_ms(now_ms),
-        aborted: l.aborted,
+    let state = &report.state;
+    let plan = &state.plan;
+    let leg = |leg: Leg| {
+        let l: &LegRecord = state.leg(leg);
+        LegLine {
+            leg: leg.as_str(),
+            origin: params
+                .origins
+                .get(l.origin)
+                .map_or_else(String::new, |o| o.name.clone()),
+            status: l.status,
+            error: l.error.clone(),
+            elapsed_ms: l.elapsed_ms(now_ms),
+            aborted: l.aborted,
+        }
     };
-    let mut legs = vec![leg("primary", &report.primary)];
-    if report.hedge.started_ms.is_some() {
-        legs.push(leg("hedge", &report.hedge));
+    let mut legs = vec![leg(Leg::Primary)];
+    if state.hedge_sent() {
+        legs.push(leg(Leg::Hedge));
     }
     RequestLine {
         level: "info",
@@ -45,10 +51,8 @@ pub(crate) fn begin(
         total_ms: 0.0,
         hedge_delay_ms: plan.delay.map(|d| d.delay_ms),
         delay_basis: plan.delay.map(|d| d.basis.as_str()),
-        hedge_sent: report.hedge_sent,
-        hedge_skip: plan
-            .hedge_skip
-            .or(report.hedge_denied.map(|reason| reason.as_str())),
+        hedge_sent: state.hedge_sent(),
+        hedge_skip: state.no_hedge.map(|reason| reason.as_str()),
         legs,
     }
 }

@@ -31,17 +31,13 @@ use crate::cache_policy::{
     request_cacheable, response_storable, CacheRequestFacts, CacheResponseFacts,
 };
 use crate::coalesce::{FlightState, Role};
-use crate::delay_policy::{choose_delay, HedgeMode};
 use crate::eligibility::{eligibility, Eligibility, RequestFacts};
-use crate::estimator::Estimates;
 use crate::outbound::{
     parse_traceparent, path_and_query, valid_request_id, TraceContext, REQUEST_ID_HEADER,
 };
-use crate::race::Leg;
 use crate::request_log::LogLevel;
 use crate::route_key::route_key;
-use crate::route_stats::RaceSummary;
-use hedged_fetch::{RaceEnd, RacePlan};
+use hedged_fetch::{Outcome, Target};
 use leg::{OutboundBody, OutboundRequest};
 use reply::{CacheServe, Timing};
 use request_body::BodyRead;
@@ -223,39 +219,11 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     if client_gone() {
         return reply::client_gone(&request_id);
     }
-    let primary = isolate::with_ready(|ready| ready.gate.choose_primary(start_ms)).unwrap_or(0);
-
-    let hedgeable = matches!(decision, Eligibility::Hedgeable { .. });
-    let keyed = matches!(decision, Eligibility::Hedgeable { keyed: true, .. });
-    isolate::with_ready(|ready| ready.pop.note_request(primary, &route, hedgeable));
-    let (delay, hedge_skip) = match decision {
-        Eligibility::NotHedgeable(reason) => (None, Some(reason.as_str())),
-        Eligibility::Hedgeable { .. } => isolate::with_ready(|ready| {
-            // The PoP as a whole is over the budget: no hedging here until it is back under.
-            if ready
-                .pop
-                .over_budget(params.budget.percent / 100.0, start_ms)
-            {
-                return (None, Some("pop_budget"));
-            }
-            // Only the adaptive mode reads the estimates.
-            let estimates = match params.mode {
-                HedgeMode::Adaptive => Estimates {
-                    pop: ready.pop.estimate(primary, &route, start_ms),
-                    ..ready
-                        .estimator
-                        .estimates(primary, &route, params.delay.quantile, start_ms)
-                },
-                _ => Estimates::default(),
-            };
-            let choice = choose_delay(params.mode, &params.delay, &estimates);
-            if choice.is_some() {
-                ready.gate.deposit(start_ms);
-            }
-            (choice, choice.is_none().then_some("off"))
-        })
-        .unwrap_or((None, Some("off"))),
+    let Some(hedger) = isolate::hedger() else {
+        // Parsed above; gone only if the isolate state was reset meanwhile.
+        return reply::internal_error(&request_id);
     };
+    let plan = hedger.borrow_mut().plan(decision, &route, start_ms);
 
     // The client's trace if it sent a valid one; else a new, unsampled trace.
     let trace =
@@ -269,21 +237,13 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         body,
         trace,
     };
-    let plan = RacePlan {
-        primary,
-        route,
-        delay,
-        retry: matches!(params.mode, HedgeMode::Retry { .. }),
-        hedge_skip,
-        path: path.to_string(),
-        query: query.map(str::to_string),
-        keyed,
-    };
+    let target = Target { path, query };
     let report = match hedged_fetch::run(
-        &params,
-        &plan,
+        &hedger,
+        plan,
+        &target,
         &mut outbound,
-        abort_signal::aborted(&client_signal),
+        &client_signal,
         now_ms,
     )
     .await
@@ -296,16 +256,15 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         }
     };
     drop(held_claim);
-    if matches!(report.end, RaceEnd::ClientGone) {
-        return reply::client_gone(&request_id);
-    }
-    let summary = race_summary(&report, now_ms());
-    isolate::with_ready(|ready| {
-        ready
-            .route_stats
-            .record(plan.primary, &plan.route, &summary)
-    });
-    if let (true, RaceEnd::Won(_, response)) = (cacheable, &report.end) {
+    let client_error = match &report.outcome {
+        Outcome::ClientGone => return reply::client_gone(&request_id),
+        Outcome::Won(_, response) => response.status() >= 500,
+        _ => true,
+    };
+    hedger
+        .borrow_mut()
+        .record_outcome(&report.state, client_error, now_ms());
+    if let (true, Outcome::Won(_, response)) = (cacheable, &report.outcome) {
         let headers = response.headers();
         let storable = response_storable(&CacheResponseFacts {
             status: response.status(),
@@ -321,11 +280,12 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
                 }
             }
         });
+        let route = &report.state.plan.route;
         isolate::with_ready(|ready| {
             if storable {
-                ready.cache_routes.learn(&plan.route);
+                ready.cache_routes.learn(route);
             } else {
-                ready.cache_routes.learn_unstorable(&plan.route);
+                ready.cache_routes.learn_unstorable(route);
             }
         });
     }
@@ -339,7 +299,6 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     let line = (params.log_level != LogLevel::Off || dataset.is_some()).then(|| {
         log_line::begin(
             &params,
-            &plan,
             &report,
             &request_id,
             &outbound.trace,
@@ -347,31 +306,13 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             timing.now_ms,
         )
     });
-    let response = reply::race_response(&params, &plan, report, &request_id, timing);
+    let response = reply::race_response(&params, report, &request_id, timing);
     if let (Some(line), Ok(response)) = (line, &response) {
         let total_ms = timing.now_ms - start_ms;
         log_line::finish(line, response, params.log_level, total_ms, dataset.as_ref());
     }
     pop_sync::maybe_push(&ctx, &env, &req, &params);
     response
-}
-
-/// What a finished race contributes to the stats.
-fn race_summary(report: &hedged_fetch::RaceReport, now_ms: f64) -> RaceSummary {
-    let legs = [&report.primary, &report.hedge];
-    let elapsed = |leg: &hedged_fetch::LegReport| leg.elapsed_ms(now_ms).unwrap_or(0.0);
-    let error = match &report.end {
-        RaceEnd::Won(_, response) => response.status() >= 500,
-        RaceEnd::ClientGone => false,
-        _ => true,
-    };
-    RaceSummary {
-        hedge_sent: report.hedge_sent,
-        hedge_won: matches!(report.end, RaceEnd::Won(Leg::Hedge, _)),
-        error,
-        wasted_ms: legs.iter().filter(|l| l.aborted).map(|l| elapsed(l)).sum(),
-        origin_ms: legs.iter().map(|l| elapsed(l)).sum(),
-    }
 }
 
 /// A random 128-bit request id in hex.

@@ -32,10 +32,9 @@ pub(crate) fn maybe_push(ctx: &Context, env: &Env, req: &web_sys::Request, param
     let now = now_ms();
     let names: Vec<String> = params.origins.iter().map(|o| o.name.clone()).collect();
     let push = isolate::with_ready(|ready| {
-        ready
-            .pop
-            .push_due(now)
-            .then(|| ready.pop.take_push(now, params.delay.quantile, &names))
+        let pop = &mut ready.hedger.borrow_mut().pop;
+        pop.push_due(now)
+            .then(|| pop.take_push(now, params.delay.quantile, &names))
     })
     .flatten();
     let Some(push) = push else {
@@ -54,14 +53,16 @@ pub(crate) fn maybe_push(ctx: &Context, env: &Env, req: &web_sys::Request, param
         match outcome {
             Ok(reply) => {
                 isolate::with_ready(|ready| {
-                    ready.pop.push_succeeded(&reply, bytes, now, &names);
-                    ready.gate.note_pop_rates(&origin_rates(&reply, &names), now);
+                    let h = &mut *ready.hedger.borrow_mut();
+                    h.pop.push_succeeded(&reply, bytes, now, &names);
+                    h.gate.note_pop_rates(&origin_rates(&reply, &names), now);
                 });
             }
             Err(e) => {
                 let failures = isolate::with_ready(|ready| {
-                    ready.pop.push_failed(now);
-                    ready.pop.counts().failing_in_a_row
+                    let pop = &mut ready.hedger.borrow_mut().pop;
+                    pop.push_failed(now);
+                    pop.counts().failing_in_a_row
                 })
                 .unwrap_or(0);
                 console_warn!(

@@ -5,8 +5,9 @@ use serde::Serialize;
 use worker::{web_sys, Response};
 
 use super::body_watchdog;
-use super::hedged_fetch::{LegReport, RaceEnd, RacePlan, RaceReport};
+use super::hedged_fetch::{Outcome, RaceReport};
 use crate::config::{ConfigError, Params};
+use crate::hedger::LegRecord;
 use crate::outbound::{connection_tokens, HOP_BY_HOP, REQUEST_ID_HEADER};
 use crate::race::Leg;
 
@@ -58,21 +59,22 @@ pub(crate) struct Timing {
 /// What the client gets for a finished race.
 pub(crate) fn race_response(
     params: &Params,
-    plan: &RacePlan,
     report: RaceReport,
     request_id: &str,
     timing: Timing,
 ) -> worker::Result<web_sys::Response> {
-    let x_hedge = match (&report.end, report.hedge_sent) {
-        (RaceEnd::Won(leg, _), true) => leg.as_str(),
+    let state = &report.state;
+    let x_hedge = match (&report.outcome, state.hedge_sent()) {
+        (Outcome::Won(leg, _), true) => leg.as_str(),
         _ => "none",
     };
-    let server_timing = server_timing(params, plan, &report, timing);
-    let error = |status, error, message, hedge: Option<&LegReport>| {
+    let server_timing = server_timing(params, &report, timing);
+    let hedge = state.hedge_sent().then(|| state.leg(Leg::Hedge));
+    let error = |status, error, message, hedge: Option<&LegRecord>| {
         let mut legs = vec![leg_json(
             params,
             Leg::Primary,
-            &report.primary,
+            state.leg(Leg::Primary),
             timing.now_ms,
         )];
         if let Some(h) = hedge {
@@ -95,8 +97,8 @@ pub(crate) fn race_response(
             ],
         )
     };
-    match &report.end {
-        RaceEnd::Won(_, response) | RaceEnd::PrimaryFailed(Some(response)) => {
+    match &report.outcome {
+        Outcome::Won(_, response) | Outcome::PrimaryFailed(Some(response)) => {
             let body = match (response.body(), params.body_idle_timeout_ms) {
                 (Some(body), Some(idle_ms)) => Some(body_watchdog::watch(
                     response,
@@ -108,27 +110,27 @@ pub(crate) fn race_response(
             };
             decorate(response, body, x_hedge, &server_timing, request_id)
         }
-        RaceEnd::PrimaryFailed(None) => error(
+        Outcome::PrimaryFailed(None) => error(
             502,
             "origin_unreachable",
             "the origin could not be reached and no hedge was allowed".into(),
             None,
         ),
-        RaceEnd::BothFailed => error(
+        Outcome::BothFailed => error(
             502,
             "all_legs_failed",
             "both the primary and the hedge failed".into(),
-            Some(&report.hedge),
+            hedge,
         ),
-        RaceEnd::ClientGone => client_gone(request_id),
-        RaceEnd::TimedOut => error(
+        Outcome::ClientGone => client_gone(request_id),
+        Outcome::TimedOut => error(
             504,
             "origin_timeout",
             format!(
                 "no origin answered within {} ms (HEDGE_TIMEOUT_MS)",
                 params.timeout_ms
             ),
-            report.hedge_sent.then_some(&report.hedge),
+            hedge,
         ),
     }
 }
@@ -216,33 +218,47 @@ pub(crate) fn method_not_allowed(
 /// A 500 for the Worker's own failure (an outbound request it could not
 /// build): no origin was asked, none is blamed, and the detail is logged.
 pub(crate) fn internal_error(request_id: &str) -> worker::Result<web_sys::Response> {
-    let body = SimpleErrorJson {
-        error: "internal_error",
-        message: "the Worker could not forward this request",
+    simple_error(
+        500,
+        "internal_error",
+        "the Worker could not forward this request",
         request_id,
-    };
-    json_response(500, &body, &[(REQUEST_ID_HEADER, request_id)])
+    )
 }
 
 /// A 502 for an origin that could not be reached (outside a race).
 pub(crate) fn origin_unreachable(request_id: &str) -> worker::Result<web_sys::Response> {
-    let body = SimpleErrorJson {
-        error: "origin_unreachable",
-        message: "the origin could not be reached",
+    simple_error(
+        502,
+        "origin_unreachable",
+        "the origin could not be reached",
         request_id,
-    };
-    json_response(502, &body, &[(REQUEST_ID_HEADER, request_id)])
+    )
 }
 
 /// What a request whose client disconnected returns: nobody reads it, so it
 /// is as small as possible (499, nginx's "client closed request").
 pub(crate) fn client_gone(request_id: &str) -> worker::Result<web_sys::Response> {
+    simple_error(
+        499,
+        "client_closed_request",
+        "the client went away",
+        request_id,
+    )
+}
+
+fn simple_error(
+    status: u16,
+    error: &'static str,
+    message: &'static str,
+    request_id: &str,
+) -> worker::Result<web_sys::Response> {
     let body = SimpleErrorJson {
-        error: "client_closed_request",
-        message: "the client went away",
+        error,
+        message,
         request_id,
     };
-    json_response(499, &body, &[(REQUEST_ID_HEADER, request_id)])
+    json_response(status, &body, &[(REQUEST_ID_HEADER, request_id)])
 }
 
 /// A 400 for a request the Worker cannot forward.
@@ -269,10 +285,11 @@ pub(crate) fn json_response<T: Serialize>(
     Ok(response)
 }
 
-fn server_timing(params: &Params, plan: &RacePlan, report: &RaceReport, timing: Timing) -> String {
+fn server_timing(params: &Params, report: &RaceReport, timing: Timing) -> String {
     let mut parts = Vec::new();
-    if let RaceEnd::Won(leg, _) = &report.end {
-        let winner = report.leg(*leg);
+    let state = &report.state;
+    if let Outcome::Won(leg, _) = &report.outcome {
+        let winner = state.leg(*leg);
         if let Some(elapsed) = winner.elapsed_ms(timing.now_ms) {
             parts.push(format!(
                 "origin;dur={elapsed:.1};desc=\"{}\"",
@@ -280,16 +297,14 @@ fn server_timing(params: &Params, plan: &RacePlan, report: &RaceReport, timing: 
             ));
         }
     }
-    match (plan.delay, plan.hedge_skip) {
-        (Some(choice), _) => parts.push(format!(
+    if let Some(choice) = state.plan.delay {
+        parts.push(format!(
             "hedge-delay;dur={:.1};desc=\"{}\"",
             choice.delay_ms,
             choice.basis.as_str()
-        )),
-        (None, Some(reason)) => parts.push(format!("hedge-skip;desc=\"{reason}\"")),
-        (None, None) => {}
+        ));
     }
-    if let Some(reason) = report.hedge_denied {
+    if let Some(reason) = state.no_hedge {
         parts.push(format!("hedge-skip;desc=\"{}\"", reason.as_str()));
     }
     parts.push(format!("total;dur={:.1}", timing.now_ms - timing.start_ms));
@@ -324,7 +339,7 @@ fn decorate(
     Ok(out)
 }
 
-fn leg_json<'a>(params: &'a Params, leg: Leg, report: &'a LegReport, now_ms: f64) -> LegJson<'a> {
+fn leg_json<'a>(params: &'a Params, leg: Leg, report: &'a LegRecord, now_ms: f64) -> LegJson<'a> {
     LegJson {
         leg: leg.as_str(),
         origin: &params.origins[report.origin].name,

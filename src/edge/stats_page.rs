@@ -131,13 +131,15 @@ pub(crate) fn respond(
     }
     let q = params.delay.quantile;
     let body = isolate::with_ready(|ready| {
+        let mut hedger = ready.hedger.borrow_mut();
+        let h = &mut *hedger;
         let origins = params
             .origins
             .iter()
             .enumerate()
             .map(|(i, o)| {
-                let e = ready.estimator.estimates(i, "", q, now_ms).origin;
-                let gate = ready.gate.origin_snapshot(i, now_ms);
+                let e = h.estimator.estimates(i, "", q, now_ms).origin;
+                let gate = h.gate.origin_snapshot(i, now_ms);
                 OriginJson {
                     name: &o.name,
                     zone: o.zone.as_deref(),
@@ -147,19 +149,19 @@ pub(crate) fn respond(
                     window_requests: gate.map_or(0, |g| g.window.requests),
                     window_5xx_rate: gate.and_then(|g| g.window.server_error_rate),
                     window_failure_rate: gate.and_then(|g| g.window.failure_rate),
-                    pop_5xx_rate: ready.gate.pop_5xx_rate(i, now_ms),
+                    pop_5xx_rate: h.gate.pop_5xx_rate(i, now_ms),
                     local_quantile_ms: e.map(|e| e.value_ms),
                     local_samples: e.map_or(0, |e| e.samples),
                 }
             })
             .collect();
-        let routes = ready
+        let routes = h
             .route_stats
             .keys()
             .map(|((origin, route), c)| {
                 let estimates = Estimates {
-                    pop: ready.pop.estimate(*origin, route, now_ms),
-                    ..ready.estimator.estimates(*origin, route, q, now_ms)
+                    pop: h.pop.estimate(*origin, route, now_ms),
+                    ..h.estimator.estimates(*origin, route, q, now_ms)
                 };
                 let (local, pop) = (estimates.route, estimates.pop);
                 let delay = choose_delay(params.mode, &params.delay, &estimates);
@@ -176,23 +178,23 @@ pub(crate) fn respond(
                 }
             })
             .collect();
-        let push = ready.pop.counts();
+        let push = h.pop.counts();
         let json = StatsJson {
             hedge_quantile: q,
             wasm_memory_bytes: wasm_memory_bytes(),
-            budget_tokens: ready.gate.budget_tokens(now_ms),
+            budget_tokens: h.gate.budget_tokens(now_ms),
             held_body_bytes: ready.held_bodies.held(),
             held_body_bytes_peak: ready.held_bodies.peak(),
             origins,
             routes,
-            untracked_routes: counters(ready.route_stats.overflow()),
+            untracked_routes: counters(h.route_stats.overflow()),
             pop: PopJson {
-                enabled: ready.pop.enabled(),
+                enabled: h.pop.enabled(),
                 pushes_succeeded: push.succeeded,
                 pushes_failed: push.failed,
                 failing_in_a_row: push.failing_in_a_row,
                 last_push_bytes: push.last_push_bytes,
-                over_budget: ready.pop.over_budget(params.budget.percent / 100.0, now_ms),
+                over_budget: h.pop.over_budget(params.budget.percent / 100.0, now_ms),
             },
         };
         serde_json::to_value(&json)

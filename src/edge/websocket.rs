@@ -23,7 +23,8 @@ pub(crate) async fn pass_through(
     request_id: &str,
 ) -> worker::Result<web_sys::Response> {
     let now = js_sys::Date::now();
-    let primary = isolate::with_ready(|ready| ready.gate.choose_primary(now)).unwrap_or(0);
+    let primary = isolate::with_ready(|ready| ready.hedger.borrow_mut().gate.choose_primary(now))
+        .unwrap_or(0);
     let Some(origin) = params.origins.get(primary) else {
         return reply::internal_error(request_id);
     };
