@@ -37,5 +37,7 @@ pub mod race;
 pub mod request_log;
 pub mod route_key;
 pub mod route_stats;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod sim;
 pub mod sketch;
 pub mod window;

@@ -1,0 +1,26 @@
+//! A deterministic discrete-event simulator of a PoP: open-loop arrivals
+//! spread over N isolates, each running the very same [`Hedger`] the Worker
+//! runs, against modelled origins, on a virtual clock.
+//!
+//! What workerd cannot do on a 2-core machine (hundreds of isolates,
+//! thousands of requests a second, many algorithms side by side, the same
+//! numbers for the same seed), this does in seconds. It models what the
+//! Hedger sees: when each leg's answer arrives, what it says, and what an
+//! abort does to an origin. It does not model bodies, the cache or
+//! coalescing, or the PoP aggregator (isolates work alone here).
+//!
+//! Native only: it is left out of the wasm build.
+//!
+//! [`Hedger`]: crate::hedger::Hedger
+
+mod engine;
+mod origin;
+mod report;
+mod rng;
+mod scenario;
+
+pub use engine::{run, Configuration, RunResult, SimParams};
+pub use origin::{LatencyModel, OriginSpec, StallSpec};
+pub use report::{markdown_table, oracle_bound, percentile, OracleBound, Row};
+pub use rng::Rng;
+pub use scenario::{scenario, Scenario, SCENARIO_NAMES};

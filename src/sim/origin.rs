@@ -1,0 +1,195 @@
+//! Modelled origins: a latency distribution, fast failures, correlated
+//! stop-the-world stalls and, optionally, a finite number of workers with a
+//! queue in front, so overload is real.
+
+use std::collections::VecDeque;
+
+use super::rng::Rng;
+
+/// How long an origin takes to serve a request (its own work, no network).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LatencyModel {
+    /// Lognormal with this median (ms) and sigma.
+    Lognormal {
+        /// Median, ms.
+        median: f64,
+        /// Shape.
+        sigma: f64,
+    },
+    /// A base model, plus `extra_ms` for a fraction `p` of requests
+    /// (packet loss and retransmits, rare long stalls: `extra_max_ms` makes
+    /// the extra uniform in [extra_ms, extra_max_ms]).
+    Spikes {
+        /// The model without the spikes.
+        base: Box<LatencyModel>,
+        /// Fraction of requests that get the extra.
+        p: f64,
+        /// Extra milliseconds (lower bound).
+        extra_ms: f64,
+        /// Upper bound of the extra (equal to `extra_ms` for a fixed one).
+        extra_max_ms: f64,
+    },
+    /// One of two models: `a` with probability `p`, else `b` (a cliff, a cache).
+    Mixture {
+        /// Probability of `a`.
+        p: f64,
+        /// The first model.
+        a: Box<LatencyModel>,
+        /// The second model.
+        b: Box<LatencyModel>,
+    },
+}
+
+impl LatencyModel {
+    /// One draw, ms.
+    pub fn sample(&self, rng: &mut Rng) -> f64 {
+        match self {
+            LatencyModel::Lognormal { median, sigma } => rng.lognormal(*median, *sigma),
+            LatencyModel::Spikes {
+                base,
+                p,
+                extra_ms,
+                extra_max_ms,
+            } => {
+                let x = base.sample(rng);
+                if rng.uniform() < *p {
+                    x + extra_ms + rng.uniform() * (extra_max_ms - extra_ms)
+                } else {
+                    x
+                }
+            }
+            LatencyModel::Mixture { p, a, b } => {
+                if rng.uniform() < *p {
+                    a.sample(rng)
+                } else {
+                    b.sample(rng)
+                }
+            }
+        }
+    }
+}
+
+/// Stop-the-world stalls at exponential intervals: every request in service
+/// during a stall is stretched by the part of the stall it overlaps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StallSpec {
+    /// Mean time between stalls, ms.
+    pub mean_interval_ms: f64,
+    /// Shortest stall, ms.
+    pub min_ms: f64,
+    /// Longest stall, ms.
+    pub max_ms: f64,
+}
+
+/// Everything about one modelled origin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OriginSpec {
+    /// Service time.
+    pub latency: LatencyModel,
+    /// A fraction of requests answered `status` after `after_ms`.
+    pub fast_failure: Option<(f64, u16, f64)>,
+    /// Correlated stalls.
+    pub stalls: Option<StallSpec>,
+    /// Workers serving at once; `None` is unlimited.
+    pub workers: Option<usize>,
+    /// Network round trip between the PoP and the origin, ms.
+    pub rtt_ms: f64,
+}
+
+/// The answer an origin will give one request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Service {
+    /// Running time once a worker has it, ms (stalls included).
+    pub(crate) duration_ms: f64,
+    /// The status it answers with.
+    pub(crate) status: u16,
+}
+
+/// A request waiting for (or holding) a worker.
+pub(crate) type Job = (u32, u8);
+
+/// An origin's state during a run.
+#[derive(Debug)]
+pub(crate) struct Origin {
+    pub(crate) spec: OriginSpec,
+    rng: Rng,
+    stall_rng: Rng,
+    /// Stalls as [start, end), generated as far as needed.
+    stalls: Vec<(f64, f64)>,
+    stall_horizon: f64,
+    pub(crate) busy: usize,
+    pub(crate) queue: VecDeque<Job>,
+}
+
+impl Origin {
+    pub(crate) fn new(spec: OriginSpec, seed: u64, index: u64) -> Self {
+        Self {
+            spec,
+            rng: Rng::new(seed, 100 + index),
+            stall_rng: Rng::new(seed, 200 + index),
+            stalls: Vec::new(),
+            stall_horizon: 0.0,
+            busy: 0,
+            queue: VecDeque::new(),
+        }
+    }
+
+    /// Whether a worker is free for a request arriving now.
+    pub(crate) fn has_free_worker(&self) -> bool {
+        self.spec.workers.is_none_or(|w| self.busy < w)
+    }
+
+    /// Draws the service of a request that starts running at `start_ms`.
+    pub(crate) fn serve(&mut self, start_ms: f64) -> Service {
+        if let Some((fraction, status, after_ms)) = self.spec.fast_failure {
+            if self.rng.uniform() < fraction {
+                return Service {
+                    duration_ms: after_ms,
+                    status,
+                };
+            }
+        }
+        let work = self.spec.latency.sample(&mut self.rng).max(0.0);
+        let duration_ms = match self.spec.stalls {
+            Some(spec) => self.stretch(spec, start_ms, work) - start_ms,
+            None => work,
+        };
+        Service {
+            duration_ms,
+            status: 200,
+        }
+    }
+
+    /// The end of `work_ms` of running time begun at `start_ms`, stalls included.
+    fn stretch(&mut self, spec: StallSpec, start_ms: f64, work_ms: f64) -> f64 {
+        let mut end = start_ms + work_ms;
+        self.extend_stalls(spec, end + spec.max_ms * 4.0);
+        // Stalls that ended long before are never needed again.
+        let first = self
+            .stalls
+            .partition_point(|&(_, e)| e <= start_ms - spec.max_ms * 4.0);
+        if first > 1_000 {
+            self.stalls.drain(..first);
+        }
+        let mut i = self.stalls.partition_point(|&(_, e)| e <= start_ms);
+        while i < self.stalls.len() {
+            let (s, e) = self.stalls[i];
+            if s >= end {
+                break;
+            }
+            end += e - s.max(start_ms);
+            self.extend_stalls(spec, end + spec.max_ms * 4.0);
+            i += 1;
+        }
+        end
+    }
+
+    fn extend_stalls(&mut self, spec: StallSpec, until: f64) {
+        while self.stall_horizon < until {
+            let start = self.stall_horizon + self.stall_rng.exponential(spec.mean_interval_ms);
+            let end = start + spec.min_ms + self.stall_rng.uniform() * (spec.max_ms - spec.min_ms);
+            self.stalls.push((start, end));
+            self.stall_horizon = end;
+        }
+    }
+}

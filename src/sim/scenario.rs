@@ -1,0 +1,134 @@
+//! Named scenarios: the lab's (same models and parameters, so the two can
+//! be compared) and the ones the lab cannot run at scale.
+
+use super::origin::{LatencyModel, OriginSpec, StallSpec};
+
+/// A scenario: what it models and its origins (the first is the primary).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// Its name on the command line.
+    pub name: &'static str,
+    /// What it models.
+    pub description: &'static str,
+    /// The origins, primary first.
+    pub origins: Vec<OriginSpec>,
+}
+
+/// Every scenario's name.
+pub const SCENARIO_NAMES: &[&str] = &[
+    "heavy-tail",
+    "gc-pause",
+    "bimodal-cache",
+    "slow-origin",
+    "fast-503",
+    "overload",
+];
+
+fn lognormal(median: f64, sigma: f64) -> LatencyModel {
+    LatencyModel::Lognormal { median, sigma }
+}
+
+/// The lab's heavy tail: lognormal(40, 0.35), 2% of requests +800 ms.
+fn heavy_tail() -> LatencyModel {
+    LatencyModel::Spikes {
+        base: Box::new(lognormal(40.0, 0.35)),
+        p: 0.02,
+        extra_ms: 800.0,
+        extra_max_ms: 800.0,
+    }
+}
+
+/// Loopback: the lab's origins are on this machine.
+const LAB_RTT_MS: f64 = 0.3;
+
+fn origin(latency: LatencyModel) -> OriginSpec {
+    OriginSpec {
+        latency,
+        fast_failure: None,
+        stalls: None,
+        workers: None,
+        rtt_ms: LAB_RTT_MS,
+    }
+}
+
+/// The scenario called `name`.
+pub fn scenario(name: &str) -> Option<Scenario> {
+    let s = match name {
+        "heavy-tail" => Scenario {
+            name: "heavy-tail",
+            description: "lognormal median 40 ms sigma 0.35, plus 2% of requests +800 ms (packet loss, retransmits)",
+            origins: vec![origin(heavy_tail()), origin(heavy_tail())],
+        },
+        "gc-pause" => {
+            let gc = OriginSpec {
+                stalls: Some(StallSpec {
+                    mean_interval_ms: 2_000.0,
+                    min_ms: 150.0,
+                    max_ms: 300.0,
+                }),
+                ..origin(lognormal(30.0, 0.25))
+            };
+            Scenario {
+                name: "gc-pause",
+                description: "lognormal median 30 ms sigma 0.25; each origin stops the world for 150-300 ms about every 2 s, stalling every request in flight",
+                origins: vec![gc.clone(), gc],
+            }
+        }
+        "bimodal-cache" => {
+            let bimodal = LatencyModel::Mixture {
+                p: 0.85,
+                a: Box::new(lognormal(8.0, 0.3)),
+                b: Box::new(lognormal(150.0, 0.3)),
+            };
+            Scenario {
+                name: "bimodal-cache",
+                description: "origin cache: 85% hits lognormal(8 ms, 0.3), 15% misses lognormal(150 ms, 0.3)",
+                origins: vec![origin(bimodal.clone()), origin(bimodal)],
+            }
+        }
+        "slow-origin" => Scenario {
+            name: "slow-origin",
+            description: "the primary is degraded (lognormal median 120 ms, sigma 0.5); the secondary is healthy heavy-tail",
+            origins: vec![origin(lognormal(120.0, 0.5)), origin(heavy_tail())],
+        },
+        "fast-503" => Scenario {
+            name: "fast-503",
+            description: "the primary sheds 5% of requests with a 503 after 2 ms; otherwise both are heavy-tail",
+            origins: vec![
+                OriginSpec {
+                    fast_failure: Some((0.05, 503, 2.0)),
+                    ..origin(heavy_tail())
+                },
+                origin(heavy_tail()),
+            ],
+        },
+        "overload" => {
+            // 12 workers, lognormal(40, 0.35) service: about 290 requests/s
+            // each at full use; at 250 rps to the primary it runs near capacity.
+            let queued = OriginSpec {
+                workers: Some(12),
+                ..origin(heavy_tail())
+            };
+            Scenario {
+                name: "overload",
+                description: "both origins queue: 12 workers each, heavy-tail service; the primary near capacity",
+                origins: vec![queued.clone(), queued],
+            }
+        }
+        _ => return None,
+    };
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_named_scenario_exists() {
+        for name in SCENARIO_NAMES {
+            assert_eq!(scenario(name).map(|s| s.name), Some(*name));
+        }
+        assert!(scenario("nope").is_none());
+    }
+}
