@@ -42,6 +42,9 @@ use leg::{OutboundBody, OutboundRequest};
 use reply::{CacheServe, Timing};
 use request_body::BodyRead;
 
+/// How much of a refused GET/HEAD body is read (and dropped) before the 400.
+const REFUSED_BODY_DRAIN_BYTES: usize = 64 * 1024;
+
 fn now_ms() -> f64 {
     js_sys::Date::now()
 }
@@ -99,7 +102,8 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     let bodyless_method = method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD");
     let mut has_body = req.body().is_some();
     if bodyless_method && has_body {
-        if content_length.is_some_and(|n| n > 0) || !request_body::is_empty(&req).await? {
+        let had_bytes = request_body::drain_up_to(&req, REFUSED_BODY_DRAIN_BYTES).await;
+        if had_bytes || content_length.is_some_and(|n| n > 0) {
             return reply::bad_request("a GET or HEAD request must not carry a body", &request_id);
         }
         has_body = false;

@@ -82,20 +82,28 @@ pub(crate) async fn read_up_to(
     Ok(BodyRead::Held(held))
 }
 
-/// Whether `req`'s body stream (a GET or HEAD may come with one, such as
-/// `Content-Length: 0` or an empty chunked body) holds no bytes. Reads at
-/// most up to the first non-empty chunk.
-pub(crate) async fn is_empty(req: &web_sys::Request) -> worker::Result<bool> {
+/// Reads `req`'s body to its end, dropping it, and says whether it held any
+/// bytes (a GET or HEAD may come with an empty one: `Content-Length: 0`, an
+/// empty chunked body). At most `cap` bytes are read: past that it is not
+/// empty, and the rest is left. A read error counts as not empty. Reading a
+/// small refused body to its end also means the client gets the refusal,
+/// not a reset connection while it is still sending.
+pub(crate) async fn drain_up_to(req: &web_sys::Request, cap: usize) -> bool {
     let Some(raw) = req.body() else {
-        return Ok(true);
+        return false;
     };
     let mut body = ByteStream::from(raw);
+    let mut read = 0;
     while let Some(chunk) = body.next().await {
-        if !chunk?.is_empty() {
-            return Ok(false);
+        match chunk {
+            Ok(bytes) => read += bytes.len(),
+            Err(_) => return true,
+        }
+        if read >= cap {
+            break;
         }
     }
-    Ok(true)
+    read > 0
 }
 
 fn to_js(bytes: &[u8]) -> JsValue {
