@@ -3,7 +3,8 @@
 //!
 //! cargo run --release --example simulate -- [--scenario heavy-tail|...|all]
 //!   [--rate 200] [--seconds 60] [--warmup 3] [--isolates 1] [--seed 1]
-//!   [--poisson] [--worker-overhead-ms 1.5] [--out sim-results]
+//!   [--poisson] [--worker-overhead-ms 1.5] [--pop] [--pop-rtt-ms 5]
+//!   [--out sim-results]
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -79,6 +80,7 @@ fn main() {
             poisson: flag("--poisson"),
             seed: number("--seed", "1") as u64,
             worker_overhead_ms: number("--worker-overhead-ms", "1.5"),
+            aggregator_rtt_ms: flag("--pop").then(|| number("--pop-rtt-ms", "5")),
         };
         eprintln!(
             "simulate: {name}: {} rps for {} s (+{} s warm-up) over {} isolate(s), seed {}",
@@ -111,12 +113,16 @@ fn main() {
         }
         let default = rows.last().cloned();
         report.push_str(&format!(
-            "### {name}: {}\n\n{} rps for {} s per configuration (after {} s warm-up), {} isolate(s), seed {}, {} arrivals.\n\n",
+            "### {name}: {}\n\n{} rps for {} s per configuration (after {} s warm-up), {} isolate(s){}, seed {}, {} arrivals.\n\n",
             params.scenario.description,
             params.rate_rps,
             params.seconds,
             params.warmup_seconds,
             params.isolates,
+            match params.aggregator_rtt_ms {
+                Some(rtt) => format!(" with the PoP aggregator {rtt} ms away"),
+                None => String::new(),
+            },
             params.seed,
             if params.poisson { "Poisson" } else { "evenly spaced" }
         ));

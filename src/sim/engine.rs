@@ -10,6 +10,9 @@ use super::scenario::Scenario;
 use crate::config::{self, ConfigError};
 use crate::eligibility::Eligibility;
 use crate::hedger::{Action, Hedger, RaceEnd, RaceState};
+use crate::pop_aggregate::PopAggregate;
+use crate::pop_client::origin_rates;
+use crate::pop_push::{Push, PushReply};
 use crate::race::Leg;
 
 /// One configuration to run: a name for the report and its `HEDGE_*` vars
@@ -41,6 +44,8 @@ pub struct SimParams {
     pub seed: u64,
     /// Time the Worker itself adds to every request, ms (workerd: ~1.5).
     pub worker_overhead_ms: f64,
+    /// The PoP aggregator, with its round trip in ms; `None`: isolates work alone.
+    pub aggregator_rtt_ms: Option<f64>,
 }
 
 /// What one configuration's run measured (after the warm-up).
@@ -66,6 +71,8 @@ pub struct RunResult {
     pub errors: u64,
     /// Requests simulated in all (warm-up included).
     pub simulated: u64,
+    /// Pushes the aggregator merged.
+    pub pushes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -90,6 +97,14 @@ enum Event {
     },
     Deadline {
         req: u32,
+    },
+    /// An isolate's push reaches the aggregator.
+    PushArrives {
+        push: u32,
+    },
+    /// The aggregator's reply reaches the isolate.
+    ReplyArrives {
+        push: u32,
     },
 }
 
@@ -150,7 +165,14 @@ struct Sim<'a> {
     rng: Rng,
     result: RunResult,
     measure_from_ms: f64,
+    aggregator: Option<PopAggregate>,
+    /// Pushes in flight: (isolate, push, its size, the reply once made).
+    pushes: Vec<PushInFlight>,
+    origin_names: Vec<String>,
 }
+
+/// A push between an isolate and the aggregator.
+type PushInFlight = (u32, Option<Push>, usize, Option<PushReply>);
 
 const GET: Eligibility = Eligibility::Hedgeable {
     buffer_body: false,
@@ -174,7 +196,20 @@ pub fn run(
         seq: 0,
         queue: BinaryHeap::new(),
         hedgers: (0..params.isolates.max(1))
-            .map(|_| Hedger::new(hedge_params.clone(), false, 0.0))
+            .map(|_| {
+                Hedger::new(
+                    hedge_params.clone(),
+                    params.aggregator_rtt_ms.is_some(),
+                    0.0,
+                )
+            })
+            .collect(),
+        aggregator: params
+            .aggregator_rtt_ms
+            .map(|_| PopAggregate::new(hedge_params.pop.aggregate)),
+        pushes: Vec::new(),
+        origin_names: (0..params.scenario.origins.len())
+            .map(|i| format!("o{i}"))
             .collect(),
         origins: params
             .scenario
@@ -213,6 +248,8 @@ pub fn run(
             Event::Answer { req, leg } => sim.answer(req, leg),
             Event::Timer { req } => sim.on_race(req, |h, s, now| h.timer_fired(s, now)),
             Event::Deadline { req } => sim.on_race(req, |h, s, now| h.deadline_passed(s, now)),
+            Event::PushArrives { push } => sim.push_arrives(push),
+            Event::ReplyArrives { push } => sim.reply_arrives(push),
         }
     }
     sim.result.simulated = sim.requests.len() as u64;
@@ -395,6 +432,7 @@ impl Sim<'_> {
                 self.abort(req, leg);
             }
         }
+        self.maybe_push(self.requests[req as usize].isolate);
         let r = &self.requests[req as usize];
         if !r.measured {
             return;
@@ -413,6 +451,61 @@ impl Sim<'_> {
     }
 }
 
+// === the PoP aggregator ===
+
+impl Sim<'_> {
+    /// After a response went out, an isolate pushes if its schedule says so.
+    fn maybe_push(&mut self, isolate: u32) {
+        let Some(rtt) = self.params.aggregator_rtt_ms else {
+            return;
+        };
+        let now = self.now;
+        let hedger = &mut self.hedgers[isolate as usize];
+        if !hedger.pop.push_due(now) {
+            return;
+        }
+        let quantile = hedger.params().delay.quantile;
+        let push = hedger.pop.take_push(now, quantile, &self.origin_names);
+        let bytes = push.encode().len();
+        let id = self.pushes.len() as u32;
+        self.pushes.push((isolate, Some(push), bytes, None));
+        self.schedule(now + rtt / 2.0, Event::PushArrives { push: id });
+    }
+
+    fn push_arrives(&mut self, id: u32) {
+        let now = self.now;
+        let rtt = self.params.aggregator_rtt_ms.unwrap_or(0.0);
+        let (Some(aggregate), Some(slot)) =
+            (self.aggregator.as_mut(), self.pushes.get_mut(id as usize))
+        else {
+            return;
+        };
+        let Some(push) = slot.1.take() else {
+            return;
+        };
+        let (reply, _touched) = aggregate.apply(&push, slot.2, now);
+        slot.3 = Some(reply);
+        self.result.pushes += 1;
+        self.schedule(now + rtt / 2.0, Event::ReplyArrives { push: id });
+    }
+
+    fn reply_arrives(&mut self, id: u32) {
+        let now = self.now;
+        let Some((isolate, _, bytes, reply)) = self.pushes.get_mut(id as usize) else {
+            return;
+        };
+        let Some(reply) = reply.take() else {
+            return;
+        };
+        let hedger = &mut self.hedgers[*isolate as usize];
+        hedger
+            .pop
+            .push_succeeded(&reply, *bytes, now, &self.origin_names);
+        let rates = origin_rates(&reply, &self.origin_names);
+        hedger.gate.note_pop_rates(&rates, now);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -428,6 +521,7 @@ mod tests {
             poisson: false,
             seed: 1,
             worker_overhead_ms: 1.5,
+            aggregator_rtt_ms: None,
         }
     }
 
@@ -472,6 +566,20 @@ mod tests {
         assert!(on99 < 0.3 * off99, "p99 {on99} vs pass-through {off99}");
         let extra = on.hedges as f64 / on.requests as f64;
         assert!(extra <= 0.12, "extra load {extra}");
+    }
+
+    #[test]
+    fn a_pop_of_many_isolates_with_the_aggregator_holds_the_budget() {
+        let p = SimParams {
+            rate_rps: 2_000.0,
+            isolates: 100,
+            aggregator_rtt_ms: Some(5.0),
+            ..params("heavy-tail", 10.0)
+        };
+        let r = run(&p, &config(&[])).expect("runs");
+        assert!(r.pushes > 100, "{} pushes", r.pushes);
+        let extra = r.hedges as f64 / r.requests as f64;
+        assert!(extra <= 0.14, "extra load {extra}");
     }
 
     #[test]
