@@ -3,7 +3,7 @@
 
 use worker::{console_error, console_log, web_sys, AnalyticsEngineDataset};
 
-use super::hedged_fetch::RaceReport;
+use super::race::RaceReport;
 use super::reply::HEDGE_HEADER;
 use crate::config::Params;
 use crate::hedger::LegRecord;

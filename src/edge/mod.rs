@@ -2,8 +2,8 @@
 //! the race, and turns its result into the client's response.
 //!
 //! Modules: [`isolate`] holds per-isolate state, [`edge_cache`] and
-//! [`coalesced`] serve from the cache and share concurrent misses, [`leg`]
-//! sends one origin request, [`hedged_fetch`] runs the race, [`request_body`] reads a body that
+//! [`coalesce`] serve from the cache and share concurrent misses, [`leg`]
+//! sends one origin request, [`race`] runs the race, [`request_body`] reads a body that
 //! may be sent twice, [`reply`] builds the response. It works on `web_sys`
 //! types directly: the conversions into `worker::Request`/`Response` parse
 //! and copy more than a proxy needs on its hot path.
@@ -11,15 +11,15 @@
 mod abort_signal;
 mod analytics;
 mod body_watchdog;
-mod coalesced;
+mod coalesce;
 mod edge_cache;
 mod fixed_length_body;
-mod hedged_fetch;
 mod isolate;
 mod leg;
 mod log_line;
 mod pop_object;
 mod pop_sync;
+mod race;
 mod reply;
 mod request_body;
 mod stats_page;
@@ -37,8 +37,8 @@ use crate::outbound::{
 };
 use crate::request_log::LogLevel;
 use crate::route_key::route_key;
-use hedged_fetch::{Outcome, Target};
 use leg::{OutboundBody, OutboundRequest};
+use race::{Outcome, Target};
 use reply::{CacheServe, Timing};
 use request_body::BodyRead;
 
@@ -158,7 +158,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     let mut leader = None;
     match role {
         Role::Waiter(id) => {
-            let Some(outcome) = coalesced::wait_for(&url, id, &client_gone).await else {
+            let Some(outcome) = coalesce::wait_for(&url, id, &client_gone).await else {
                 return reply::client_gone(&request_id);
             };
             if matches!(outcome, FlightState::Stored | FlightState::Unknown) {
@@ -177,7 +177,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             }
             // Nothing shared (or another variant): fetch as if this request had come alone.
         }
-        Role::Leader(id) => leader = Some(coalesced::LeaderGuard::new(&url, id)),
+        Role::Leader(id) => leader = Some(coalesce::LeaderGuard::new(&url, id)),
         Role::Alone => {}
     }
     let look = cacheable
@@ -242,7 +242,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         trace,
     };
     let target = Target { path, query };
-    let report = match hedged_fetch::run(
+    let report = match race::run(
         &hedger,
         plan,
         &target,

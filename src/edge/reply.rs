@@ -5,7 +5,7 @@ use serde::Serialize;
 use worker::{web_sys, Response};
 
 use super::body_watchdog;
-use super::hedged_fetch::{Outcome, RaceReport};
+use super::race::{Outcome, RaceReport};
 use crate::config::{ConfigError, Params};
 use crate::hedger::LegRecord;
 use crate::outbound::{connection_tokens, HOP_BY_HOP, REQUEST_ID_HEADER};
