@@ -4,7 +4,9 @@
 //! cargo run --release --example simulate -- [--scenario heavy-tail|...|all]
 //!   [--rate 200] [--seconds 60] [--warmup 3] [--isolates 1] [--seed 1]
 //!   [--poisson] [--worker-overhead-ms 1.5] [--pop] [--pop-rtt-ms 5]
-//!   [--out sim-results]
+//!   [--routes 1] [--out sim-results]
+//!
+//! then `node lab/sim-plot.mjs sim-results` draws the percentile plots.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -81,6 +83,7 @@ fn main() {
             seed: number("--seed", "1") as u64,
             worker_overhead_ms: number("--worker-overhead-ms", "1.5"),
             aggregator_rtt_ms: flag("--pop").then(|| number("--pop-rtt-ms", "5")),
+            routes: number("--routes", "1") as usize,
         };
         eprintln!(
             "simulate: {name}: {} rps for {} s (+{} s warm-up) over {} isolate(s), seed {}",

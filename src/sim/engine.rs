@@ -46,6 +46,8 @@ pub struct SimParams {
     pub worker_overhead_ms: f64,
     /// The PoP aggregator, with its round trip in ms; `None`: isolates work alone.
     pub aggregator_rtt_ms: Option<f64>,
+    /// Route keys the requests are spread over, uniformly (`/r0`, `/r1`, ...).
+    pub routes: usize,
 }
 
 /// What one configuration's run measured (after the warm-up).
@@ -169,6 +171,7 @@ struct Sim<'a> {
     /// Pushes in flight: (isolate, push, its size, the reply once made).
     pushes: Vec<PushInFlight>,
     origin_names: Vec<String>,
+    route_names: Vec<String>,
 }
 
 /// A push between an isolate and the aggregator.
@@ -210,6 +213,9 @@ pub fn run(
         pushes: Vec::new(),
         origin_names: (0..params.scenario.origins.len())
             .map(|i| format!("o{i}"))
+            .collect(),
+        route_names: (0..params.routes.max(1))
+            .map(|i| format!("/r{i}"))
             .collect(),
         origins: params
             .scenario
@@ -268,10 +274,11 @@ impl Sim<'_> {
 
     fn arrive(&mut self) {
         let isolate = self.rng.below(self.hedgers.len());
+        let route = self.rng.below(self.route_names.len());
         let id = self.requests.len() as u32;
         let now = self.now;
         let hedger = &mut self.hedgers[isolate];
-        let plan = hedger.plan(GET, "/api", now);
+        let plan = hedger.plan(GET, &self.route_names[route], now);
         let delay = plan.delay.map(|d| d.delay_ms);
         let primary = plan.primary;
         let race = hedger.start(plan, now);
@@ -522,6 +529,7 @@ mod tests {
             seed: 1,
             worker_overhead_ms: 1.5,
             aggregator_rtt_ms: None,
+            routes: 1,
         }
     }
 

@@ -82,6 +82,9 @@ pub struct Row {
     pub errors: u64,
     /// Measured requests.
     pub requests: u64,
+    /// (latency ms, fraction) along the percentile curve, p0 to p99.99, for
+    /// the plot.
+    pub curve: Vec<(f64, f64)>,
 }
 
 impl Row {
@@ -106,6 +109,7 @@ impl Row {
                 .collect(),
             errors: result.errors,
             requests: result.requests,
+            curve: curve(&mut l),
         }
     }
 
@@ -116,9 +120,20 @@ impl Row {
             "p999_ms": self.p999, "extra_origin_requests_pct": self.extra_pct,
             "hedge_wins_pct": self.hedge_wins_pct, "wasted_origin_work_pct": self.wasted_pct,
             "per_origin_legs_pct": self.per_origin_pct, "errors": self.errors,
-            "requests": self.requests,
+            "requests": self.requests, "curve": self.curve,
         })
     }
+}
+
+/// Points along the percentile curve, evenly spaced in nines (p0 to p99.99).
+fn curve(sorted: &mut [f64]) -> Vec<(f64, f64)> {
+    (0..=200)
+        .map(|k| {
+            let nines = 4.0 * f64::from(k) / 200.0;
+            let f = 1.0 - 10f64.powf(-nines);
+            (percentile(sorted, f.max(1e-9)), f)
+        })
+        .collect()
 }
 
 /// The rows as a markdown table with the lab's columns.
