@@ -265,12 +265,13 @@ impl Hedger {
         self.step(state, step, now_ms)
     }
 
-    /// `leg` answered with `status`.
-    pub fn leg_answered(
+    /// `leg` finished: `Ok(status)` for an answer, `Err(error)` for a failure
+    /// without one (a connection error, with the runtime's text for the logs).
+    pub fn leg_finished(
         &mut self,
         state: &mut RaceState,
         leg: Leg,
-        status: u16,
+        answer: Result<u16, String>,
         now_ms: f64,
     ) -> Action {
         // Events after the end (a late answer) change nothing.
@@ -279,28 +280,18 @@ impl Hedger {
         }
         let record = &mut state.legs[leg.index()];
         record.finished_ms = Some(now_ms);
-        record.status = Some(status);
-        self.book(record.origin, health_outcome(leg, status), now_ms);
-        let step = state.race.leg_finished(leg, classify_status(leg, status));
-        self.step(state, step, now_ms)
-    }
-
-    /// `leg` failed without an answer (connection error) with the runtime's `error`.
-    pub fn leg_failed(
-        &mut self,
-        state: &mut RaceState,
-        leg: Leg,
-        error: String,
-        now_ms: f64,
-    ) -> Action {
-        if state.end.is_some() {
-            return Action::Wait;
-        }
-        let record = &mut state.legs[leg.index()];
-        record.finished_ms = Some(now_ms);
-        record.error = Some(error);
-        self.book(record.origin, Outcome::Unreachable, now_ms);
-        let step = state.race.leg_finished(leg, LegOutcome::RetriableFailure);
+        let (health, outcome) = match answer {
+            Ok(status) => {
+                record.status = Some(status);
+                (health_outcome(leg, status), classify_status(leg, status))
+            }
+            Err(error) => {
+                record.error = Some(error);
+                (Outcome::Unreachable, LegOutcome::RetriableFailure)
+            }
+        };
+        self.book(record.origin, health, now_ms);
+        let step = state.race.leg_finished(leg, outcome);
         self.step(state, step, now_ms)
     }
 
@@ -498,7 +489,7 @@ mod tests {
         let mut race = start(&mut h, 0.0);
         assert_eq!(race.plan.delay.map(|d| d.delay_ms), Some(100.0));
         assert_eq!(
-            h.leg_answered(&mut race, Leg::Primary, 200, 40.0),
+            h.leg_finished(&mut race, Leg::Primary, Ok(200), 40.0),
             Action::Finish(RaceEnd::Won(Leg::Primary))
         );
         assert_eq!(h.timer_fired(&mut race, 100.0), Action::Wait);
@@ -519,7 +510,7 @@ mod tests {
         );
         h.hedge_sent(&mut race, 100.0);
         assert_eq!(
-            h.leg_answered(&mut race, Leg::Hedge, 200, 130.0),
+            h.leg_finished(&mut race, Leg::Hedge, Ok(200), 130.0),
             Action::Finish(RaceEnd::Won(Leg::Hedge))
         );
         assert!(race.leg(Leg::Primary).aborted);
@@ -536,7 +527,7 @@ mod tests {
         h.timer_fired(&mut race, 100.0);
         h.hedge_sent(&mut race, 100.0);
         assert_eq!(
-            h.leg_answered(&mut race, Leg::Primary, 200, 120.0),
+            h.leg_finished(&mut race, Leg::Primary, Ok(200), 120.0),
             Action::Finish(RaceEnd::Won(Leg::Primary))
         );
         assert!(race.leg(Leg::Hedge).aborted, "the hedge lost");
@@ -547,7 +538,7 @@ mod tests {
         let mut h = hedger(&[]);
         let mut race = start(&mut h, 0.0);
         assert_eq!(
-            h.leg_answered(&mut race, Leg::Primary, 503, 3.0),
+            h.leg_finished(&mut race, Leg::Primary, Ok(503), 3.0),
             Action::SendHedge {
                 origin: 1,
                 abort_primary: false
@@ -555,7 +546,7 @@ mod tests {
         );
         h.hedge_sent(&mut race, 3.0);
         assert_eq!(
-            h.leg_answered(&mut race, Leg::Hedge, 200, 40.0),
+            h.leg_finished(&mut race, Leg::Hedge, Ok(200), 40.0),
             Action::Finish(RaceEnd::Won(Leg::Hedge))
         );
     }
@@ -567,11 +558,11 @@ mod tests {
         h.timer_fired(&mut race, 100.0);
         h.hedge_sent(&mut race, 100.0);
         assert_eq!(
-            h.leg_answered(&mut race, Leg::Hedge, 503, 102.0),
+            h.leg_finished(&mut race, Leg::Hedge, Ok(503), 102.0),
             Action::Wait
         );
         assert_eq!(
-            h.leg_answered(&mut race, Leg::Primary, 200, 300.0),
+            h.leg_finished(&mut race, Leg::Primary, Ok(200), 300.0),
             Action::Finish(RaceEnd::Won(Leg::Primary))
         );
     }
@@ -580,10 +571,10 @@ mod tests {
     fn both_fail() {
         let mut h = hedger(&[]);
         let mut race = start(&mut h, 0.0);
-        h.leg_failed(&mut race, Leg::Primary, "reset".into(), 2.0);
+        h.leg_finished(&mut race, Leg::Primary, Err("reset".into()), 2.0);
         h.hedge_sent(&mut race, 2.0);
         assert_eq!(
-            h.leg_answered(&mut race, Leg::Hedge, 502, 5.0),
+            h.leg_finished(&mut race, Leg::Hedge, Ok(502), 5.0),
             Action::Finish(RaceEnd::BothFailed)
         );
         assert_eq!(race.leg(Leg::Primary).error.as_deref(), Some("reset"));
@@ -633,7 +624,7 @@ mod tests {
         h.timer_fired(&mut race, 100.0);
         assert_eq!(h.hedge_not_sent(&mut race, 100.0), Action::Wait);
         assert_eq!(
-            h.leg_answered(&mut race, Leg::Primary, 200, 400.0),
+            h.leg_finished(&mut race, Leg::Primary, Ok(200), 400.0),
             Action::Finish(RaceEnd::Won(Leg::Primary))
         );
         assert!(!race.hedge_sent());
@@ -664,7 +655,7 @@ mod tests {
         );
         let mut race = h.start(plan, 0.0);
         assert_eq!(
-            h.leg_answered(&mut race, Leg::Primary, 503, 5.0),
+            h.leg_finished(&mut race, Leg::Primary, Ok(503), 5.0),
             Action::Finish(RaceEnd::PrimaryFailed),
             "a failing POST is not retried elsewhere"
         );

@@ -165,12 +165,14 @@ pub(crate) async fn run(
         let mut action = {
             let mut h = hedger.borrow_mut();
             match event {
-                Event::Finished(leg, Ok(response)) => {
-                    let status = response.status();
-                    legs[leg.index()].response = Some(response);
-                    h.leg_answered(&mut state, leg, status, now)
+                Event::Finished(leg, result) => {
+                    let answer = result.map(|response| {
+                        let status = response.status();
+                        legs[leg.index()].response = Some(response);
+                        status
+                    });
+                    h.leg_finished(&mut state, leg, answer.map_err(|e| e.to_string()), now)
                 }
-                Event::Finished(leg, Err(e)) => h.leg_failed(&mut state, leg, e.to_string(), now),
                 Event::HedgeTimer => {
                     client_gone = abort_signal::aborted(client).fuse();
                     h.timer_fired(&mut state, now)

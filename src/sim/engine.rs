@@ -368,7 +368,7 @@ impl Sim<'_> {
         }
         let status = l.status;
         let leg = if leg == 0 { Leg::Primary } else { Leg::Hedge };
-        self.on_race(req, |h, s, now| h.leg_answered(s, leg, status, now));
+        self.on_race(req, |h, s, now| h.leg_finished(s, leg, Ok(status), now));
     }
 
     /// Hands an event to the request's isolate and carries out the action.
