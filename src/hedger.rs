@@ -9,17 +9,23 @@
 //! [`Action`] says. Time is passed in, so tests drive a race event by event
 //! on a clock they set.
 //!
-//! Not here yet: the cache lookup and coalescing decisions and the replay
-//! cap still sit in the Worker layer (`edge`), beside this.
+//! It also holds the isolate's request-level state: which routes answer
+//! storably (cache lookups and coalescing), the coalesced flights, and the
+//! bytes of request bodies held for replay. [`Hedger::arrive`] says what a
+//! cacheable request does first (look in the cache, lead or wait on a
+//! coalesced fetch) before the race.
 
 use std::rc::Rc;
 
+use crate::cache_policy::CacheRoutes;
+use crate::coalesce::{Coalescer, Role};
 use crate::config::Params;
 use crate::delay_policy::{choose_delay, DelayChoice, HedgeMode};
 use crate::eligibility::Eligibility;
 use crate::estimator::{Estimates, LatencyEstimator};
 use crate::health::Outcome;
 use crate::hedge_gate::HedgeGate;
+use crate::held_bodies::HeldBodies;
 use crate::no_hedge::NoHedge;
 use crate::pop_client::{PopClient, PopClientParams};
 use crate::race::{classify_status, health_outcome, Leg, LegOutcome, Race, Step};
@@ -156,6 +162,25 @@ pub struct Hedger {
     pub pop: PopClient,
     /// Per-route counters for the stats.
     pub route_stats: RouteStats,
+    /// Which routes answer storably.
+    pub cache_routes: CacheRoutes,
+    /// Identical concurrent misses in flight.
+    pub coalescer: Coalescer,
+    /// Request-body bytes held for replay.
+    pub held_bodies: HeldBodies,
+}
+
+/// Routes never seen to produce a storable response are looked up in the
+/// cache one request in this many.
+const CACHE_PROBE_EVERY: u64 = 64;
+
+/// What a cacheable request does before any race.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    /// Lead a coalesced fetch, wait on one, or go alone.
+    pub role: Role,
+    /// Look in the cache first.
+    pub look_up_cache: bool,
 }
 
 // === impl Hedger ===
@@ -168,6 +193,9 @@ impl Hedger {
             estimator: LatencyEstimator::new(params.estimator),
             gate: HedgeGate::new(&params, now_ms),
             route_stats: RouteStats::new(params.estimator.max_route_keys),
+            cache_routes: CacheRoutes::new(CACHE_PROBE_EVERY),
+            coalescer: Coalescer::new(params.coalesce),
+            held_bodies: HeldBodies::new(params.max_held_body_bytes),
             pop: PopClient::new(PopClientParams {
                 enabled: pop_enabled,
                 ..params.pop.client
@@ -181,8 +209,39 @@ impl Hedger {
         &self.params
     }
 
-    /// A request on `route` arrives at `now_ms`: its primary, hedge delay
-    /// and (when it gets none) why.
+    /// A request for `url` on `route` arrives at `now_ms`; `cacheable` when
+    /// it may be served from the cache. Identical concurrent misses share one
+    /// fetch only on routes whose latest answer was storable: elsewhere a
+    /// waiter would wait for the leader only to fetch for itself.
+    pub fn arrive(&mut self, url: &str, route: &str, cacheable: bool, now_ms: f64) -> Arrival {
+        if !cacheable {
+            return Arrival {
+                role: Role::Alone,
+                look_up_cache: false,
+            };
+        }
+        let role = if self.cache_routes.should_coalesce(route) {
+            self.coalescer.join(url, now_ms)
+        } else {
+            Role::Alone
+        };
+        Arrival {
+            role,
+            look_up_cache: self.cache_routes.should_lookup(route),
+        }
+    }
+
+    /// A cacheable request on `route` was answered with a response that was
+    /// (or, for `false`, was not) storable; a cache hit counts as storable.
+    pub fn cache_answer(&mut self, route: &str, storable: bool) {
+        if storable {
+            self.cache_routes.learn(route);
+        } else {
+            self.cache_routes.learn_unstorable(route);
+        }
+    }
+
+    /// Its primary, hedge delay and (when it gets none) why.
     pub fn plan(&mut self, eligibility: Eligibility, route: &str, now_ms: f64) -> RacePlan {
         let primary = self.gate.choose_primary(now_ms);
         let hedgeable = matches!(eligibility, Eligibility::Hedgeable { .. });
@@ -659,6 +718,31 @@ mod tests {
             Action::Finish(RaceEnd::PrimaryFailed),
             "a failing POST is not retried elsewhere"
         );
+    }
+
+    #[test]
+    fn identical_misses_coalesce_only_once_the_route_answered_storably() {
+        let mut h = hedger(&[]);
+        let alone = h.arrive("https://e/x", "/r", true, 0.0);
+        assert_eq!(alone.role, Role::Alone, "an unknown route is not coalesced");
+        assert!(
+            alone.look_up_cache,
+            "the first request on a route probes the cache"
+        );
+        h.cache_answer("/r", true);
+        assert!(matches!(
+            h.arrive("https://e/x", "/r", true, 1.0).role,
+            Role::Leader(_)
+        ));
+        assert!(matches!(
+            h.arrive("https://e/x", "/r", true, 2.0).role,
+            Role::Waiter(_)
+        ));
+        h.cache_answer("/r", false);
+        assert_eq!(h.arrive("https://e/y", "/r", true, 3.0).role, Role::Alone);
+        let uncacheable = h.arrive("https://e/x", "/r", false, 4.0);
+        assert_eq!(uncacheable.role, Role::Alone);
+        assert!(!uncacheable.look_up_cache);
     }
 
     #[test]

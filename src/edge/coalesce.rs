@@ -30,14 +30,26 @@ impl LeaderGuard {
 
     /// The response is in the cache; waiters read it from there.
     pub(crate) fn stored(self) {
-        isolate::with_ready(|ready| ready.coalescer.stored(&self.key, self.id));
+        isolate::with_ready(|ready| {
+            ready
+                .hedger
+                .borrow_mut()
+                .coalescer
+                .stored(&self.key, self.id)
+        });
     }
 }
 
 impl Drop for LeaderGuard {
     fn drop(&mut self) {
         // No effect after `stored`.
-        isolate::with_ready(|ready| ready.coalescer.release(&self.key, self.id));
+        isolate::with_ready(|ready| {
+            ready
+                .hedger
+                .borrow_mut()
+                .coalescer
+                .release(&self.key, self.id)
+        });
     }
 }
 
@@ -55,8 +67,10 @@ pub(crate) async fn wait_for(
         if client_gone() {
             return None;
         }
-        let state = isolate::with_ready(|ready| ready.coalescer.state(key, id, now_ms()))
-            .unwrap_or(FlightState::Released);
+        let state = isolate::with_ready(|ready| {
+            ready.hedger.borrow_mut().coalescer.state(key, id, now_ms())
+        })
+        .unwrap_or(FlightState::Released);
         if state != FlightState::Pending {
             return Some(state);
         }

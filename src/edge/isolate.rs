@@ -1,6 +1,5 @@
-//! Per-isolate state: the parsed configuration, the latency estimator, the
-//! hedge gate (budget and origin health), cache routes, coalesced flights
-//! and the view of the PoP aggregate.
+//! Per-isolate state: the parsed configuration and the [`Hedger`], which
+//! holds everything the requests' decisions read and write.
 //!
 //! An isolate handles one request at a time between awaits, so a
 //! `thread_local` `RefCell` is enough; borrows never span an await.
@@ -13,15 +12,8 @@ use worker::js_sys::{self, JsString, Object, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::Env;
 
-use crate::cache_policy::CacheRoutes;
-use crate::coalesce::Coalescer;
 use crate::config::{self, ConfigError, Params};
-
-/// Routes never seen to produce a storable response are looked up in the
-/// cache one request in this many.
-const CACHE_PROBE_EVERY: u64 = 64;
 use crate::hedger::Hedger;
-use crate::held_bodies::HeldBodies;
 
 /// Mutable per-isolate state, available once the configuration is valid.
 #[derive(Debug)]
@@ -30,9 +22,6 @@ pub(crate) struct Ready {
     /// The races' decisions and what they read and write. Shared, so a
     /// request's race can hold it across awaits (borrowed only between them).
     pub(crate) hedger: Rc<RefCell<Hedger>>,
-    pub(crate) cache_routes: CacheRoutes,
-    pub(crate) coalescer: Coalescer,
-    pub(crate) held_bodies: HeldBodies,
 }
 
 #[derive(Debug)]
@@ -52,9 +41,6 @@ pub(crate) fn params(env: &Env, now_ms: f64) -> Result<Rc<Params>, Rc<Vec<Config
         let mut slot = cell.borrow_mut();
         let isolate = slot.get_or_insert_with(|| match config::parse(&read_vars(env)) {
             Ok(params) => Isolate::Ready(Box::new(Ready {
-                cache_routes: CacheRoutes::new(CACHE_PROBE_EVERY),
-                coalescer: Coalescer::new(params.coalesce),
-                held_bodies: HeldBodies::new(params.max_held_body_bytes),
                 hedger: Rc::new(RefCell::new(Hedger::new(
                     params.clone(),
                     super::pop_sync::configured(env),

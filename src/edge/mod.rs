@@ -139,24 +139,17 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             cache_control: header("cache-control").as_deref(),
             pragma: header("pragma").as_deref(),
         });
-    // Identical concurrent misses share one origin fetch: the first leads,
-    // the rest wait for its response to land in the cache. Only on routes
-    // whose latest answer was storable: elsewhere a waiter would only wait
-    // for the leader to learn it must fetch for itself.
-    let role = if cacheable {
-        isolate::with_ready(|ready| {
-            if ready.cache_routes.should_coalesce(&route) {
-                ready.coalescer.join(&url, start_ms)
-            } else {
-                Role::Alone
-            }
-        })
-        .unwrap_or(Role::Alone)
-    } else {
-        Role::Alone
+    let Some(hedger) = isolate::hedger() else {
+        // Parsed above; gone only if the isolate state was reset meanwhile.
+        return reply::internal_error(&request_id);
     };
+    // Identical concurrent misses share one origin fetch: the first leads,
+    // the rest wait for its response to land in the cache.
+    let arrival = hedger
+        .borrow_mut()
+        .arrive(&url, &route, cacheable, start_ms);
     let mut leader = None;
-    match role {
+    match arrival.role {
         Role::Waiter(id) => {
             let Some(outcome) = coalesce::wait_for(&url, id, &client_gone).await else {
                 return reply::client_gone(&request_id);
@@ -180,11 +173,9 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         Role::Leader(id) => leader = Some(coalesce::LeaderGuard::new(&url, id)),
         Role::Alone => {}
     }
-    let look = cacheable
-        && isolate::with_ready(|ready| ready.cache_routes.should_lookup(&route)).unwrap_or(false);
-    if look {
+    if arrival.look_up_cache {
         if let Some(hit) = edge_cache::lookup(&url, &client_headers).await {
-            isolate::with_ready(|ready| ready.cache_routes.learn(&route));
+            hedger.borrow_mut().cache_answer(&route, true);
             if let Some(leader) = leader.take() {
                 leader.stored();
             }
@@ -223,10 +214,6 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     if client_gone() {
         return reply::client_gone(&request_id);
     }
-    let Some(hedger) = isolate::hedger() else {
-        // Parsed above; gone only if the isolate state was reset meanwhile.
-        return reply::internal_error(&request_id);
-    };
     let plan = hedger.borrow_mut().plan(decision, &route, start_ms);
 
     // The client's trace if it sent a valid one; else a new, unsampled trace.
@@ -284,14 +271,9 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
                 }
             }
         });
-        let route = &report.state.plan.route;
-        isolate::with_ready(|ready| {
-            if storable {
-                ready.cache_routes.learn(route);
-            } else {
-                ready.cache_routes.learn_unstorable(route);
-            }
-        });
+        hedger
+            .borrow_mut()
+            .cache_answer(&report.state.plan.route, storable);
     }
     // Not stored: waiters are released now, as the headers say so, not later.
     drop(leader);
