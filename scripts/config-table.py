@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Rewrites the configuration table in README.md from src/config.rs KEYS.
 
-A native test (config::tests::every_key_is_documented_in_the_readme) fails
-when the two drift apart; run this to bring the README back in step."""
+Each key is declared once there (name, default, range, meaning); the parser
+reads its default and range from the same declaration. A native test
+(config::tests::every_key_is_documented_in_the_readme) fails when the README
+and KEYS drift apart; run this to bring the README back in step."""
 import pathlib
 import re
 
@@ -10,14 +12,39 @@ root = pathlib.Path(__file__).resolve().parent.parent
 src = (root / "src/config.rs").read_text()
 start = src.index("pub const KEYS")
 block = src[start : src.index("\n];", start)]
-rows = re.findall(r'\(\s*"([A-Z0-9_]+)",\s*"((?:[^"\\]|\\.)*)",\s*"((?:[^"\\]|\\.)*)",?\s*\)', block)
+string = r'"((?:[^"\\]|\\.)*)"'
+rows = re.findall(
+    r"Key\s*\{\s*name:\s*" + string + r",\s*default:\s*" + string + r",\s*range:\s*(Range::\w+(?:\s*\{[^}]*\})?),\s*meaning:\s*" + string + r",?\s*\}",
+    block,
+)
+
+
+def number(expr):
+    """A range bound as written in Rust (1_000, 100 << 20, 86_400.0 * 30.0), as a plain number."""
+    value = eval(expr.replace("_", ""), {"__builtins__": {}})  # constants only
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def describe(range_):
+    bounds = re.findall(r"(?:min|max):\s*([^,}]+)", range_)
+    if range_.startswith("Range::Number"):
+        return f"{number(bounds[0].strip())} to {number(bounds[1].strip())}"
+    if range_.startswith("Range::Whole"):
+        return f"{number(bounds[0].strip())} to {number(bounds[1].strip())}, whole"
+    if range_.startswith("Range::Flag"):
+        return "true / false"
+    return ""
+
+
 clean = lambda t: t.replace("\\", "").replace("|", "/")
-table = "| key | default | meaning |\n|---|---|---|\n" + "\n".join(
-    f"| `{k}` | {clean(d)} | {clean(m)} |" for k, d, m in rows
+table = "| key | default | range | meaning |\n|---|---|---|---|\n" + "\n".join(
+    f"| `{k}` | {clean(d)} | {describe(r)} | {clean(m)} |" for k, d, r, m in rows
 )
 readme_path = root / "README.md"
 readme = readme_path.read_text()
-begin = readme.index("| key | default | meaning |")
+begin = readme.index("| key | default |")
 end = readme.index("\n\n", begin)
 readme_path.write_text(readme[:begin] + table + readme[end:])
 print(f"README.md: {len(rows)} configuration keys")

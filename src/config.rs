@@ -21,55 +21,94 @@ use crate::request_log::LogLevel;
 use crate::route_key::RouteKeyParams;
 use crate::window::WindowParams;
 
-/// Every key this module reads, with its default ("required" when it has none)
-/// and meaning. The README's reference table is generated from the same facts.
-pub const KEYS: &[(&str, &str, &str)] = &[
-    ("HEDGE_ORIGINS", "required", "JSON array of origins: [{\"name\", \"url\", \"zone\"?}]; the first is the primary, the second the hedge target (the primary itself when there is one)"),
-    ("HEDGE_MODE", "adaptive", "adaptive | static | off | retry (classic timeout + one retry, for comparison)"),
-    ("HEDGE_QUANTILE", "p95", "latency quantile the adaptive delay hedges at: p50..p99.9 or 0.5..0.999"),
-    ("HEDGE_OFFSET_MS", "0", "added to the quantile"),
-    ("HEDGE_MIN_DELAY_MS", "5", "lower clamp on the adaptive delay"),
-    ("HEDGE_MAX_DELAY_MS", "2000", "upper clamp on the adaptive delay"),
-    ("HEDGE_COLD_DELAY_MS", "250", "delay used before HEDGE_MIN_DATA_POINTS samples exist"),
-    ("HEDGE_MIN_DATA_POINTS", "50", "samples needed before a measured quantile is used"),
-    ("HEDGE_STATIC_DELAY_MS", "none", "the fixed delay of HEDGE_MODE=static (required there)"),
-    ("HEDGE_RETRY_TIMEOUT_MS", "1000", "HEDGE_MODE=retry: time before the primary is abandoned and retried"),
-    ("HEDGE_BUDGET_PERCENT", "12", "hedges allowed per 100 eligible requests"),
-    ("HEDGE_BUDGET_FLOOR_PER_SEC", "0", "hedges per second per isolate allowed at low traffic; adds up over a PoP's isolates, so 0 keeps the budget a PoP-wide promise"),
-    ("HEDGE_BUDGET_MAX_TOKENS", "10", "most earned hedges an isolate can bank (a new isolate starts with none)"),
-    ("HEDGE_METHODS", "GET,HEAD", "methods hedged without an idempotency key (GET, HEAD, OPTIONS, PUT, DELETE allowed)"),
-    ("HEDGE_IDEMPOTENCY_HEADER", "off", "a header (e.g. idempotency-key) whose presence makes any method hedgeable; set it only when every origin shares one idempotency store, never hedged to the same origin"),
-    ("HEDGE_MAX_BODY_BYTES", "1048576", "largest request body held to be sent twice"),
-    ("HEDGE_MAX_HELD_BODY_BYTES", "16777216", "most request-body bytes one isolate holds for replay at once; a body that does not fit is sent once, streamed, not hedged"),
-    ("HEDGE_ROUTE_PREFIXES", "[]", "JSON array of path prefixes that name routes"),
-    ("HEDGE_ROUTE_SEGMENTS", "1", "leading path segments that form a route key when no prefix matches"),
-    ("HEDGE_MAX_ROUTE_KEYS", "64", "most (origin, route key) latency windows kept per isolate"),
-    ("HEDGE_WINDOW_SECS", "60", "latency window length"),
-    ("HEDGE_SUB_WINDOWS", "6", "rotating sub-windows per window"),
-    ("HEDGE_TIMEOUT_MS", "30000", "longest wait for an origin's response headers before 504"),
-    ("HEDGE_BODY_IDLE_TIMEOUT_MS", "0", "0 = off. Cut a winner's body when the origin sends nothing for this long (the client sees an error, the origin's connection is closed); costs some CPU per chunk, and encoded (gzip, br) bodies then go out chunked"),
-    ("HEDGE_CACHE", "true", "serve and store shared-cacheable GET responses through the Workers Cache API"),
-    ("HEDGE_COALESCE", "true", "identical concurrent cacheable GET misses wait for one origin fetch and read its response from the cache"),
-    ("HEDGE_COALESCE_MAX_WAIT_MS", "5000", "longest a coalesced request waits for the shared fetch before fetching for itself"),
-    ("HEDGE_COALESCE_MAX_KEYS", "1024", "most distinct URLs being coalesced at once per isolate"),
-    ("HEDGE_POP_BLEND_SAMPLES", "200", "local samples at which the isolate's own quantile and the PoP-wide one weigh the same"),
-    ("HEDGE_POP_PUSH_INTERVAL_MS", "5000", "longest time between an isolate's pushes to the PoP aggregator (with traffic)"),
-    ("HEDGE_POP_PUSH_EVERY_REQUESTS", "1000", "requests after which a push is due sooner than the interval"),
-    ("HEDGE_POP_TIMEOUT_MS", "1000", "longest wait for the PoP aggregator's reply; a failure backs pushes off"),
-    ("HEDGE_POP_FALLBACK_NAME", "default", "aggregator name where the request has no cf.colo"),
-    ("HEDGE_POP_MAX_KEYS", "2048", "most (origin, route key) sketches one PoP aggregator holds"),
-    ("HEDGE_POP_IDLE_SECS", "600", "the aggregator forgets a key no push named for this long"),
-    ("HEDGE_STATS_PATH", "/__hedge/stats", "path of the stats endpoint (JSON); served only when HEDGE_STATS_TOKEN is set"),
-    ("HEDGE_STATS_TOKEN", "none", "bearer token for the stats endpoint, at least 16 characters; set it as a secret (wrangler secret put HEDGE_STATS_TOKEN), never in [vars]"),
-    ("HEDGE_LOG_LEVEL", "error", "one JSON log line per request: off | error (5xx and failures only) | info (every request)"),
-    ("HEDGE_SAME_ORIGIN_HEDGE", "true", "with no healthy peer, hedge to the primary itself on a new request (false: do not hedge)"),
-    ("HEDGE_HEALTH_CONSECUTIVE_FAILURES", "5", "failures in a row (connection error, timeout, 5xx) that mark an origin degraded"),
-    ("HEDGE_HEALTH_FAILURE_RATE", "0.5", "failure rate over the window that marks an origin degraded"),
-    ("HEDGE_HEALTH_MIN_REQUESTS", "20", "requests in the window before failure and 5xx rates count"),
-    ("HEDGE_HEALTH_COOLDOWN_MS", "10000", "time before a degraded origin gets one trial request"),
-    ("HEDGE_5XX_REDUCE_RATE", "0.02", "5xx rate above which hedges to and from an origin drop to HEDGE_5XX_REDUCED_BUDGET_PERCENT"),
-    ("HEDGE_5XX_REDUCED_BUDGET_PERCENT", "5", "the hedge budget of an origin past HEDGE_5XX_REDUCE_RATE"),
-    ("HEDGE_5XX_STOP_RATE", "0.2", "5xx rate above which hedging to and from an origin stops"),
+/// One configuration key, declared once: the parser reads its default and
+/// range from here, and the README's table is generated from the same facts
+/// (`scripts/config-table.py`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Key {
+    /// The var's name.
+    pub name: &'static str,
+    /// Its default as text; for a key without one, what stands in its place
+    /// ("required", "none", ...).
+    pub default: &'static str,
+    /// What values it takes.
+    pub range: Range,
+    /// What it means.
+    pub meaning: &'static str,
+}
+
+/// The values a key takes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Range {
+    /// A number from `min` to `max`.
+    Number {
+        /// Smallest allowed.
+        min: f64,
+        /// Largest allowed.
+        max: f64,
+    },
+    /// A whole number from `min` to `max`.
+    Whole {
+        /// Smallest allowed.
+        min: u64,
+        /// Largest allowed.
+        max: u64,
+    },
+    /// `true` or `false`.
+    Flag,
+    /// Text whose form the parser checks (JSON, a name, a mode).
+    Text,
+}
+
+/// Every key this module reads, each declared once.
+#[rustfmt::skip]
+pub const KEYS: &[Key] = &[
+    Key { name: "HEDGE_ORIGINS", default: "required", range: Range::Text, meaning: "JSON array of origins: [{\"name\", \"url\", \"zone\"?}]; the first is the primary, the second the hedge target (the primary itself when there is one)" },
+    Key { name: "HEDGE_MODE", default: "adaptive", range: Range::Text, meaning: "adaptive | static | off | retry (classic timeout + one retry, for comparison)" },
+    Key { name: "HEDGE_QUANTILE", default: "p95", range: Range::Text, meaning: "latency quantile the adaptive delay hedges at: p50..p99.9 or 0.5..0.999" },
+    Key { name: "HEDGE_OFFSET_MS", default: "0", range: Range::Number { min: -10_000.0, max: 10_000.0 }, meaning: "added to the quantile" },
+    Key { name: "HEDGE_MIN_DELAY_MS", default: "5", range: Range::Number { min: 0.0, max: 60_000.0 }, meaning: "lower clamp on the adaptive delay" },
+    Key { name: "HEDGE_MAX_DELAY_MS", default: "2000", range: Range::Number { min: 0.0, max: 60_000.0 }, meaning: "upper clamp on the adaptive delay" },
+    Key { name: "HEDGE_COLD_DELAY_MS", default: "250", range: Range::Number { min: 0.0, max: 60_000.0 }, meaning: "delay used before HEDGE_MIN_DATA_POINTS samples exist" },
+    Key { name: "HEDGE_MIN_DATA_POINTS", default: "50", range: Range::Whole { min: 1, max: 1_000_000 }, meaning: "samples needed before a measured quantile is used" },
+    Key { name: "HEDGE_STATIC_DELAY_MS", default: "none", range: Range::Number { min: 0.0, max: 60_000.0 }, meaning: "the fixed delay of HEDGE_MODE=static (required there)" },
+    Key { name: "HEDGE_RETRY_TIMEOUT_MS", default: "1000", range: Range::Number { min: 1.0, max: 600_000.0 }, meaning: "HEDGE_MODE=retry: time before the primary is abandoned and retried" },
+    Key { name: "HEDGE_BUDGET_PERCENT", default: "12", range: Range::Number { min: 0.0, max: 100.0 }, meaning: "hedges allowed per 100 eligible requests" },
+    Key { name: "HEDGE_BUDGET_FLOOR_PER_SEC", default: "0", range: Range::Number { min: 0.0, max: 10_000.0 }, meaning: "hedges per second per isolate allowed at low traffic; adds up over a PoP's isolates, so 0 keeps the budget a PoP-wide promise" },
+    Key { name: "HEDGE_BUDGET_MAX_TOKENS", default: "10", range: Range::Number { min: 1.0, max: 1_000_000.0 }, meaning: "most earned hedges an isolate can bank (a new isolate starts with none)" },
+    Key { name: "HEDGE_METHODS", default: "GET,HEAD", range: Range::Text, meaning: "methods hedged without an idempotency key (GET, HEAD, OPTIONS, PUT, DELETE allowed)" },
+    Key { name: "HEDGE_IDEMPOTENCY_HEADER", default: "off", range: Range::Text, meaning: "a header (e.g. idempotency-key) whose presence makes any method hedgeable; set it only when every origin shares one idempotency store, never hedged to the same origin" },
+    Key { name: "HEDGE_MAX_BODY_BYTES", default: "1048576", range: Range::Whole { min: 0, max: 100 << 20 }, meaning: "largest request body held to be sent twice" },
+    Key { name: "HEDGE_MAX_HELD_BODY_BYTES", default: "16777216", range: Range::Whole { min: 0, max: 100 << 20 }, meaning: "most request-body bytes one isolate holds for replay at once; a body that does not fit is sent once, streamed, not hedged" },
+    Key { name: "HEDGE_ROUTE_PREFIXES", default: "[]", range: Range::Text, meaning: "JSON array of path prefixes that name routes" },
+    Key { name: "HEDGE_ROUTE_SEGMENTS", default: "1", range: Range::Whole { min: 0, max: 16 }, meaning: "leading path segments that form a route key when no prefix matches" },
+    Key { name: "HEDGE_MAX_ROUTE_KEYS", default: "64", range: Range::Whole { min: 1, max: 10_000 }, meaning: "most (origin, route key) latency windows kept per isolate" },
+    Key { name: "HEDGE_WINDOW_SECS", default: "60", range: Range::Number { min: 1.0, max: 86_400.0 }, meaning: "latency window length" },
+    Key { name: "HEDGE_SUB_WINDOWS", default: "6", range: Range::Whole { min: 1, max: 60 }, meaning: "rotating sub-windows per window" },
+    Key { name: "HEDGE_TIMEOUT_MS", default: "30000", range: Range::Number { min: 1.0, max: 600_000.0 }, meaning: "longest wait for an origin's response headers before 504" },
+    Key { name: "HEDGE_BODY_IDLE_TIMEOUT_MS", default: "0", range: Range::Number { min: 0.0, max: 3_600_000.0 }, meaning: "0 = off. Cut a winner's body when the origin sends nothing for this long (the client sees an error, the origin's connection is closed); costs some CPU per chunk, and encoded (gzip, br) bodies then go out chunked" },
+    Key { name: "HEDGE_CACHE", default: "true", range: Range::Flag, meaning: "serve and store shared-cacheable GET responses through the Workers Cache API" },
+    Key { name: "HEDGE_COALESCE", default: "true", range: Range::Flag, meaning: "identical concurrent cacheable GET misses wait for one origin fetch and read its response from the cache" },
+    Key { name: "HEDGE_COALESCE_MAX_WAIT_MS", default: "5000", range: Range::Number { min: 1.0, max: 600_000.0 }, meaning: "longest a coalesced request waits for the shared fetch before fetching for itself" },
+    Key { name: "HEDGE_COALESCE_MAX_KEYS", default: "1024", range: Range::Whole { min: 1, max: 100_000 }, meaning: "most distinct URLs being coalesced at once per isolate" },
+    Key { name: "HEDGE_POP_BLEND_SAMPLES", default: "200", range: Range::Whole { min: 1, max: 10_000_000 }, meaning: "local samples at which the isolate's own quantile and the PoP-wide one weigh the same" },
+    Key { name: "HEDGE_POP_PUSH_INTERVAL_MS", default: "5000", range: Range::Number { min: 100.0, max: 3_600_000.0 }, meaning: "longest time between an isolate's pushes to the PoP aggregator (with traffic)" },
+    Key { name: "HEDGE_POP_PUSH_EVERY_REQUESTS", default: "1000", range: Range::Whole { min: 1, max: 10_000_000 }, meaning: "requests after which a push is due sooner than the interval" },
+    Key { name: "HEDGE_POP_TIMEOUT_MS", default: "1000", range: Range::Number { min: 1.0, max: 60_000.0 }, meaning: "longest wait for the PoP aggregator's reply; a failure backs pushes off" },
+    Key { name: "HEDGE_POP_FALLBACK_NAME", default: "default", range: Range::Text, meaning: "aggregator name where the request has no cf.colo" },
+    Key { name: "HEDGE_POP_MAX_KEYS", default: "2048", range: Range::Whole { min: 1, max: 100_000 }, meaning: "most (origin, route key) sketches one PoP aggregator holds" },
+    Key { name: "HEDGE_POP_IDLE_SECS", default: "600", range: Range::Number { min: 1.0, max: 86_400.0 * 30.0 }, meaning: "the aggregator forgets a key no push named for this long" },
+    Key { name: "HEDGE_STATS_PATH", default: "/__hedge/stats", range: Range::Text, meaning: "path of the stats endpoint (JSON); served only when HEDGE_STATS_TOKEN is set" },
+    Key { name: "HEDGE_STATS_TOKEN", default: "none", range: Range::Text, meaning: "bearer token for the stats endpoint, at least 16 characters; set it as a secret (wrangler secret put HEDGE_STATS_TOKEN), never in [vars]" },
+    Key { name: "HEDGE_LOG_LEVEL", default: "error", range: Range::Text, meaning: "one JSON log line per request: off | error (5xx and failures only) | info (every request)" },
+    Key { name: "HEDGE_SAME_ORIGIN_HEDGE", default: "true", range: Range::Flag, meaning: "with no healthy peer, hedge to the primary itself on a new request (false: do not hedge)" },
+    Key { name: "HEDGE_HEALTH_CONSECUTIVE_FAILURES", default: "5", range: Range::Whole { min: 1, max: 1_000 }, meaning: "failures in a row (connection error, timeout, 5xx) that mark an origin degraded" },
+    Key { name: "HEDGE_HEALTH_FAILURE_RATE", default: "0.5", range: Range::Number { min: 0.01, max: 1.0 }, meaning: "failure rate over the window that marks an origin degraded" },
+    Key { name: "HEDGE_HEALTH_MIN_REQUESTS", default: "20", range: Range::Whole { min: 1, max: 1_000_000 }, meaning: "requests in the window before failure and 5xx rates count" },
+    Key { name: "HEDGE_HEALTH_COOLDOWN_MS", default: "10000", range: Range::Number { min: 0.0, max: 3_600_000.0 }, meaning: "time before a degraded origin gets one trial request" },
+    Key { name: "HEDGE_5XX_REDUCE_RATE", default: "0.02", range: Range::Number { min: 0.0, max: 1.0 }, meaning: "5xx rate above which hedges to and from an origin drop to HEDGE_5XX_REDUCED_BUDGET_PERCENT" },
+    Key { name: "HEDGE_5XX_REDUCED_BUDGET_PERCENT", default: "5", range: Range::Number { min: 0.0, max: 100.0 }, meaning: "the hedge budget of an origin past HEDGE_5XX_REDUCE_RATE" },
+    Key { name: "HEDGE_5XX_STOP_RATE", default: "0.2", range: Range::Number { min: 0.0, max: 1.0 }, meaning: "5xx rate above which hedging to and from an origin stops" },
 ];
 
 /// One configured origin.
@@ -205,8 +244,30 @@ impl<'a> Reader<'a> {
         vars.get(key).map(|v| v.trim())
     }
 
-    /// A number in `[min, max]`, or `default` when the key is absent.
-    fn number(&mut self, key: &str, default: f64, min: f64, max: f64) -> f64 {
+    /// The declaration of `key`; a read of an undeclared key is reported as
+    /// a configuration error (a test keeps every read declared).
+    fn declared(&mut self, key: &str) -> Option<Key> {
+        let found = KEYS.iter().find(|k| k.name == key).copied();
+        if found.is_none() {
+            self.fail(key, "internal: read but not declared in KEYS");
+        }
+        found
+    }
+
+    /// A number in its declared range, or its declared default when absent
+    /// (the range's minimum for a key with no numeric default, which is
+    /// only read where it is required).
+    fn number(&mut self, key: &str) -> f64 {
+        let Some(Key {
+            default,
+            range: Range::Number { min, max },
+            ..
+        }) = self.declared(key)
+        else {
+            self.fail(key, "internal: not declared as a number");
+            return 0.0;
+        };
+        let default = default.parse::<f64>().unwrap_or(min);
         let Some(raw) = self.raw(key) else {
             return default;
         };
@@ -222,7 +283,18 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn integer(&mut self, key: &str, default: u64, min: u64, max: u64) -> u64 {
+    /// A whole number in its declared range, or its declared default when absent.
+    fn integer(&mut self, key: &str) -> u64 {
+        let Some(Key {
+            default,
+            range: Range::Whole { min, max },
+            ..
+        }) = self.declared(key)
+        else {
+            self.fail(key, "internal: not declared as a whole number");
+            return 0;
+        };
+        let default = default.parse::<u64>().unwrap_or(min);
         let Some(raw) = self.raw(key) else {
             return default;
         };
@@ -238,7 +310,18 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn boolean(&mut self, key: &str, default: bool) -> bool {
+    /// `true` or `false`, or its declared default when absent.
+    fn boolean(&mut self, key: &str) -> bool {
+        let Some(Key {
+            default,
+            range: Range::Flag,
+            ..
+        }) = self.declared(key)
+        else {
+            self.fail(key, "internal: not declared as true / false");
+            return false;
+        };
+        let default = default == "true";
         match self.raw(key).map(|v| v.to_ascii_lowercase()).as_deref() {
             None => default,
             Some("true") => true,
@@ -398,11 +481,11 @@ impl<'a> Reader<'a> {
                         "required when HEDGE_MODE is static",
                     );
                 }
-                let delay_ms = self.number("HEDGE_STATIC_DELAY_MS", 0.0, 0.0, 60_000.0);
+                let delay_ms = self.number("HEDGE_STATIC_DELAY_MS");
                 HedgeMode::Static { delay_ms }
             }
             Some("retry") => HedgeMode::Retry {
-                timeout_ms: self.number("HEDGE_RETRY_TIMEOUT_MS", 1_000.0, 1.0, 600_000.0),
+                timeout_ms: self.number("HEDGE_RETRY_TIMEOUT_MS"),
             },
             Some(other) => {
                 self.fail(
@@ -418,7 +501,9 @@ impl<'a> Reader<'a> {
         let unknown: Vec<String> = self
             .vars
             .keys()
-            .filter(|k| k.starts_with("HEDGE_") && !KEYS.iter().any(|(known, _, _)| known == k))
+            .filter(|k| {
+                k.starts_with("HEDGE_") && !KEYS.iter().any(|known| known.name == k.as_str())
+            })
             .cloned()
             .collect();
         for key in unknown {
@@ -441,12 +526,12 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
     let mode = r.mode();
     let delay = DelayParams {
         quantile: r.quantile(),
-        offset_ms: r.number("HEDGE_OFFSET_MS", 0.0, -10_000.0, 10_000.0),
-        min_delay_ms: r.number("HEDGE_MIN_DELAY_MS", 5.0, 0.0, 60_000.0),
-        max_delay_ms: r.number("HEDGE_MAX_DELAY_MS", 2_000.0, 0.0, 60_000.0),
-        cold_delay_ms: r.number("HEDGE_COLD_DELAY_MS", 250.0, 0.0, 60_000.0),
-        min_data_points: r.integer("HEDGE_MIN_DATA_POINTS", 50, 1, 1_000_000),
-        pop_blend_samples: r.integer("HEDGE_POP_BLEND_SAMPLES", 200, 1, 10_000_000),
+        offset_ms: r.number("HEDGE_OFFSET_MS"),
+        min_delay_ms: r.number("HEDGE_MIN_DELAY_MS"),
+        max_delay_ms: r.number("HEDGE_MAX_DELAY_MS"),
+        cold_delay_ms: r.number("HEDGE_COLD_DELAY_MS"),
+        min_data_points: r.integer("HEDGE_MIN_DATA_POINTS"),
+        pop_blend_samples: r.integer("HEDGE_POP_BLEND_SAMPLES"),
     };
     if delay.min_delay_ms > delay.max_delay_ms {
         r.fail(
@@ -458,77 +543,40 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
         );
     }
     let budget = BudgetParams {
-        percent: r.number("HEDGE_BUDGET_PERCENT", 12.0, 0.0, 100.0),
-        floor_per_sec: r.number("HEDGE_BUDGET_FLOOR_PER_SEC", 0.0, 0.0, 10_000.0),
-        max_tokens: r.number("HEDGE_BUDGET_MAX_TOKENS", 10.0, 1.0, 1_000_000.0),
+        percent: r.number("HEDGE_BUDGET_PERCENT"),
+        floor_per_sec: r.number("HEDGE_BUDGET_FLOOR_PER_SEC"),
+        max_tokens: r.number("HEDGE_BUDGET_MAX_TOKENS"),
     };
     let eligibility = EligibilityParams {
         methods: r.methods(),
         idempotency_header: r.idempotency_header(),
-        max_body_bytes: r.integer("HEDGE_MAX_BODY_BYTES", 1 << 20, 0, 100 << 20),
+        max_body_bytes: r.integer("HEDGE_MAX_BODY_BYTES"),
     };
-    let max_held_body_bytes = r.integer("HEDGE_MAX_HELD_BODY_BYTES", 16 << 20, 0, 100 << 20);
+    let max_held_body_bytes = r.integer("HEDGE_MAX_HELD_BODY_BYTES");
     let route_keys = RouteKeyParams {
         prefixes: r.route_prefixes(),
-        segments: r.integer("HEDGE_ROUTE_SEGMENTS", 1, 0, 16) as usize,
+        segments: r.integer("HEDGE_ROUTE_SEGMENTS") as usize,
     };
     let estimator = EstimatorParams {
         window: WindowParams {
-            window_ms: r.number("HEDGE_WINDOW_SECS", 60.0, 1.0, 86_400.0) * 1000.0,
-            sub_windows: r.integer("HEDGE_SUB_WINDOWS", 6, 1, 60) as usize,
+            window_ms: r.number("HEDGE_WINDOW_SECS") * 1000.0,
+            sub_windows: r.integer("HEDGE_SUB_WINDOWS") as usize,
         },
-        max_route_keys: r.integer("HEDGE_MAX_ROUTE_KEYS", 64, 1, 10_000) as usize,
+        max_route_keys: r.integer("HEDGE_MAX_ROUTE_KEYS") as usize,
     };
-    let timeout_ms = r.number("HEDGE_TIMEOUT_MS", 30_000.0, 1.0, 600_000.0);
-    let body_idle_timeout_ms =
-        Some(r.number("HEDGE_BODY_IDLE_TIMEOUT_MS", 0.0, 0.0, 3_600_000.0)).filter(|ms| *ms > 0.0);
-    let defaults = HealthParams::default();
+    let timeout_ms = r.number("HEDGE_TIMEOUT_MS");
+    let body_idle_timeout_ms = Some(r.number("HEDGE_BODY_IDLE_TIMEOUT_MS")).filter(|ms| *ms > 0.0);
     let health = HealthParams {
         window: estimator.window,
         // A trial lasts at most as long as any request may.
         trial_timeout_ms: timeout_ms,
-        consecutive_failures: r.integer(
-            "HEDGE_HEALTH_CONSECUTIVE_FAILURES",
-            u64::from(defaults.consecutive_failures),
-            1,
-            1_000,
-        ) as u32,
-        failure_rate: r.number(
-            "HEDGE_HEALTH_FAILURE_RATE",
-            defaults.failure_rate,
-            0.01,
-            1.0,
-        ),
-        min_requests: r.integer(
-            "HEDGE_HEALTH_MIN_REQUESTS",
-            defaults.min_requests,
-            1,
-            1_000_000,
-        ),
-        cooldown_ms: r.number(
-            "HEDGE_HEALTH_COOLDOWN_MS",
-            defaults.cooldown_ms,
-            0.0,
-            3_600_000.0,
-        ),
-        reduce_above_5xx_rate: r.number(
-            "HEDGE_5XX_REDUCE_RATE",
-            defaults.reduce_above_5xx_rate,
-            0.0,
-            1.0,
-        ),
-        reduced_budget_percent: r.number(
-            "HEDGE_5XX_REDUCED_BUDGET_PERCENT",
-            defaults.reduced_budget_percent,
-            0.0,
-            100.0,
-        ),
-        stop_above_5xx_rate: r.number(
-            "HEDGE_5XX_STOP_RATE",
-            defaults.stop_above_5xx_rate,
-            0.0,
-            1.0,
-        ),
+        consecutive_failures: r.integer("HEDGE_HEALTH_CONSECUTIVE_FAILURES") as u32,
+        failure_rate: r.number("HEDGE_HEALTH_FAILURE_RATE"),
+        min_requests: r.integer("HEDGE_HEALTH_MIN_REQUESTS"),
+        cooldown_ms: r.number("HEDGE_HEALTH_COOLDOWN_MS"),
+        reduce_above_5xx_rate: r.number("HEDGE_5XX_REDUCE_RATE"),
+        reduced_budget_percent: r.number("HEDGE_5XX_REDUCED_BUDGET_PERCENT"),
+        stop_above_5xx_rate: r.number("HEDGE_5XX_STOP_RATE"),
     };
     if health.stop_above_5xx_rate < health.reduce_above_5xx_rate {
         r.fail(
@@ -537,36 +585,20 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
         );
     }
     let client_defaults = PopClientParams::default();
-    let aggregate_defaults = PopParams::default();
     let pop = PopConfig {
         client: PopClientParams {
-            push_interval_ms: r.number(
-                "HEDGE_POP_PUSH_INTERVAL_MS",
-                client_defaults.push_interval_ms,
-                100.0,
-                3_600_000.0,
-            ),
-            push_every_requests: r.integer(
-                "HEDGE_POP_PUSH_EVERY_REQUESTS",
-                client_defaults.push_every_requests,
-                1,
-                10_000_000,
-            ),
+            push_interval_ms: r.number("HEDGE_POP_PUSH_INTERVAL_MS"),
+            push_every_requests: r.integer("HEDGE_POP_PUSH_EVERY_REQUESTS"),
             // Answers are used for one latency window.
             stale_ms: estimator.window.window_ms,
             ..client_defaults
         },
         aggregate: PopParams {
             window: estimator.window,
-            max_keys: r.integer(
-                "HEDGE_POP_MAX_KEYS",
-                aggregate_defaults.max_keys as u64,
-                1,
-                100_000,
-            ) as usize,
-            idle_ms: r.number("HEDGE_POP_IDLE_SECS", 600.0, 1.0, 86_400.0 * 30.0) * 1000.0,
+            max_keys: r.integer("HEDGE_POP_MAX_KEYS") as usize,
+            idle_ms: r.number("HEDGE_POP_IDLE_SECS") * 1000.0,
         },
-        timeout_ms: r.number("HEDGE_POP_TIMEOUT_MS", 1_000.0, 1.0, 60_000.0),
+        timeout_ms: r.number("HEDGE_POP_TIMEOUT_MS"),
         fallback_name: r
             .raw("HEDGE_POP_FALLBACK_NAME")
             .map(|v| v.trim().to_string())
@@ -605,24 +637,14 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
             LogLevel::Error
         }),
     };
-    let same_origin_hedge = r.boolean("HEDGE_SAME_ORIGIN_HEDGE", true);
-    let cache = r.boolean("HEDGE_CACHE", true);
+    let same_origin_hedge = r.boolean("HEDGE_SAME_ORIGIN_HEDGE");
+    let cache = r.boolean("HEDGE_CACHE");
     let coalesce_defaults = CoalesceParams::default();
     let coalesce = CoalesceParams {
         // Waiters read the shared response from the cache, so no cache, no coalescing.
-        enabled: r.boolean("HEDGE_COALESCE", true) && cache,
-        max_wait_ms: r.number(
-            "HEDGE_COALESCE_MAX_WAIT_MS",
-            coalesce_defaults.max_wait_ms,
-            1.0,
-            600_000.0,
-        ),
-        max_flights: r.integer(
-            "HEDGE_COALESCE_MAX_KEYS",
-            coalesce_defaults.max_flights as u64,
-            1,
-            100_000,
-        ) as usize,
+        enabled: r.boolean("HEDGE_COALESCE") && cache,
+        max_wait_ms: r.number("HEDGE_COALESCE_MAX_WAIT_MS"),
+        max_flights: r.integer("HEDGE_COALESCE_MAX_KEYS") as usize,
         max_waiters: coalesce_defaults.max_waiters,
     };
     if r.errors.is_empty() {
@@ -866,9 +888,42 @@ mod tests {
     }
 
     #[test]
+    fn every_declared_default_is_in_its_own_range() {
+        for key in KEYS {
+            let ok = match key.range {
+                Range::Number { min, max } => key
+                    .default
+                    .parse::<f64>()
+                    .map_or(key.default == "none", |v| (min..=max).contains(&v)),
+                Range::Whole { min, max } => key
+                    .default
+                    .parse::<u64>()
+                    .is_ok_and(|v| (min..=max).contains(&v)),
+                Range::Flag => matches!(key.default, "true" | "false"),
+                Range::Text => true,
+            };
+            assert!(
+                ok,
+                "{}: default {:?} vs {:?}",
+                key.name, key.default, key.range
+            );
+        }
+    }
+
+    #[test]
+    fn every_key_read_is_declared_once() {
+        // Parsing the defaults reads every key; an undeclared read is an error.
+        assert!(parse(&vars(&[ORIGINS])).is_ok());
+        let mut names: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KEYS.len(), "a key is declared twice");
+    }
+
+    #[test]
     fn every_key_is_documented_in_the_readme() {
         let readme = include_str!("../README.md");
-        for (key, _, _) in KEYS {
+        for Key { name: key, .. } in KEYS {
             assert!(
                 readme.contains(&format!("`{key}`")),
                 "{key} missing from README.md"
