@@ -15,6 +15,7 @@ use crate::delay_policy::{DelayParams, HedgeMode};
 use crate::eligibility::EligibilityParams;
 use crate::estimator::EstimatorParams;
 use crate::health::HealthParams;
+use crate::hedge_gate::GateParams;
 use crate::pop_aggregate::PopParams;
 use crate::pop_client::PopClientParams;
 use crate::request_log::LogLevel;
@@ -669,6 +670,18 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
         })
     } else {
         Err(r.errors)
+    }
+}
+
+impl Params {
+    /// The hedge gate's part of the configuration.
+    pub fn gate(&self) -> GateParams {
+        GateParams {
+            budget: self.budget,
+            health: self.health,
+            zones: self.origins.iter().map(|o| o.zone.clone()).collect(),
+            same_origin_hedge: self.same_origin_hedge,
+        }
     }
 }
 

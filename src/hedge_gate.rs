@@ -9,7 +9,6 @@
 //! line and the cut takes effect at once.
 
 use crate::budget::{BudgetParams, HedgeBudget};
-use crate::config::Params;
 use crate::health::{BudgetLevel, HealthParams, HealthWindow, OriginHealth, Outcome};
 use crate::origin_pool::{choose_hedge, choose_primary, HedgeTarget};
 
@@ -48,6 +47,19 @@ pub struct OriginSnapshot {
     pub reduced_budget_tokens: f64,
 }
 
+/// Settings for a [`HedgeGate`]: its own part of the configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateParams {
+    /// The global hedge budget.
+    pub budget: BudgetParams,
+    /// Origin health and the 5xx-adaptive limits.
+    pub health: HealthParams,
+    /// Each origin's zone, in `HEDGE_ORIGINS` order (one entry per origin).
+    pub zones: Vec<Option<String>>,
+    /// With no healthy peer, hedge to the primary itself on a new request.
+    pub same_origin_hedge: bool,
+}
+
 /// Per-isolate hedge admission state.
 #[derive(Debug)]
 pub struct HedgeGate {
@@ -65,27 +77,24 @@ pub struct HedgeGate {
 // === impl HedgeGate ===
 
 impl HedgeGate {
-    /// A gate for `params`' origins, everything healthy and every bucket full.
-    pub fn new(params: &Params, now_ms: f64) -> Self {
+    /// A gate for `params`' origins: everything healthy, every bucket empty.
+    pub fn new(params: &GateParams, now_ms: f64) -> Self {
         let reduced_params = BudgetParams {
             percent: params.health.reduced_budget_percent,
             ..params.budget
         };
+        let origins = params.zones.len();
         Self {
             budget: HedgeBudget::new(params.budget, now_ms),
-            reduced: params
-                .origins
-                .iter()
+            reduced: (0..origins)
                 .map(|_| HedgeBudget::new(reduced_params, now_ms))
                 .collect(),
-            health: params
-                .origins
-                .iter()
+            health: (0..origins)
                 .map(|_| OriginHealth::new(params.health, now_ms))
                 .collect(),
-            zones: params.origins.iter().map(|o| o.zone.clone()).collect(),
+            zones: params.zones.clone(),
             same_origin_hedge: params.same_origin_hedge,
-            pop_rates: vec![None; params.origins.len()],
+            pop_rates: vec![None; origins],
             health_params: params.health,
         }
     }
@@ -269,7 +278,7 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    fn params(extra: &[(&str, &str)]) -> Params {
+    fn params(extra: &[(&str, &str)]) -> GateParams {
         let mut vars: BTreeMap<String, String> = BTreeMap::new();
         vars.insert(
             "HEDGE_ORIGINS".into(),
@@ -278,7 +287,9 @@ mod tests {
         for (k, v) in extra {
             vars.insert(k.to_string(), v.to_string());
         }
-        crate::config::parse(&vars).expect("valid test config")
+        crate::config::parse(&vars)
+            .expect("valid test config")
+            .gate()
     }
 
     /// A gate whose global bucket holds what 100 eligible requests earned

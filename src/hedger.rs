@@ -191,7 +191,7 @@ impl Hedger {
         let params = Rc::new(params);
         Self {
             estimator: LatencyEstimator::new(params.estimator),
-            gate: HedgeGate::new(&params, now_ms),
+            gate: HedgeGate::new(&params.gate(), now_ms),
             route_stats: RouteStats::new(params.estimator.max_route_keys),
             cache_routes: CacheRoutes::new(CACHE_PROBE_EVERY),
             coalescer: Coalescer::new(params.coalesce),
@@ -692,7 +692,7 @@ mod tests {
     #[test]
     fn no_budget_means_no_hedge_and_says_why() {
         let mut h = hedger(&[("HEDGE_BUDGET_PERCENT", "0")]);
-        h.gate = HedgeGate::new(h.params(), 0.0);
+        h.gate = HedgeGate::new(&h.params().gate(), 0.0);
         let mut race = start(&mut h, 0.0);
         assert_eq!(h.timer_fired(&mut race, 100.0), Action::Wait);
         assert_eq!(race.no_hedge, Some(NoHedge::Denied(HedgeDenied::Budget)));
