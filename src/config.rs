@@ -259,52 +259,58 @@ impl<'a> Reader<'a> {
     /// (the range's minimum for a key with no numeric default, which is
     /// only read where it is required).
     fn number(&mut self, key: &str) -> f64 {
-        let Some(Key {
-            default,
-            range: Range::Number { min, max },
-            ..
-        }) = self.declared(key)
-        else {
-            self.fail(key, "internal: not declared as a number");
-            return 0.0;
-        };
-        let default = default.parse::<f64>().unwrap_or(min);
-        let Some(raw) = self.raw(key) else {
-            return default;
-        };
-        match raw.parse::<f64>() {
-            Ok(v) if v.is_finite() && (min..=max).contains(&v) => v,
+        match self.declared(key) {
+            Some(Key {
+                default,
+                range: Range::Number { min, max },
+                ..
+            }) => self.bounded(key, default, min, max, "a number", |v: &f64| v.is_finite()),
             _ => {
-                self.fail(
-                    key,
-                    format!("expected a number from {min} to {max}, got {raw:?}"),
-                );
-                default
+                self.fail(key, "internal: not declared as a number");
+                0.0
             }
         }
     }
 
     /// A whole number in its declared range, or its declared default when absent.
     fn integer(&mut self, key: &str) -> u64 {
-        let Some(Key {
-            default,
-            range: Range::Whole { min, max },
-            ..
-        }) = self.declared(key)
-        else {
-            self.fail(key, "internal: not declared as a whole number");
-            return 0;
-        };
-        let default = default.parse::<u64>().unwrap_or(min);
+        match self.declared(key) {
+            Some(Key {
+                default,
+                range: Range::Whole { min, max },
+                ..
+            }) => self.bounded(key, default, min, max, "a whole number", |_| true),
+            _ => {
+                self.fail(key, "internal: not declared as a whole number");
+                0
+            }
+        }
+    }
+
+    /// `key` parsed as `T` within `[min, max]` (and `sane`), else `default`
+    /// (or `min` where the default is not a value) with the problem reported.
+    fn bounded<T>(
+        &mut self,
+        key: &str,
+        default: &str,
+        min: T,
+        max: T,
+        what: &str,
+        sane: impl Fn(&T) -> bool,
+    ) -> T
+    where
+        T: std::str::FromStr + PartialOrd + Copy + fmt::Display,
+    {
+        let default = default.parse::<T>().unwrap_or(min);
         let Some(raw) = self.raw(key) else {
             return default;
         };
-        match raw.parse::<u64>() {
-            Ok(v) if (min..=max).contains(&v) => v,
+        match raw.parse::<T>() {
+            Ok(v) if sane(&v) && min <= v && v <= max => v,
             _ => {
                 self.fail(
                     key,
-                    format!("expected a whole number from {min} to {max}, got {raw:?}"),
+                    format!("expected {what} from {min} to {max}, got {raw:?}"),
                 );
                 default
             }

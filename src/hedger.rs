@@ -204,8 +204,8 @@ impl Hedger {
         }
     }
 
-    /// The configuration it runs on.
-    pub fn params(&self) -> &Params {
+    /// The configuration it runs on (shared: cloning the `Rc` copies nothing).
+    pub fn params(&self) -> &Rc<Params> {
         &self.params
     }
 

@@ -66,7 +66,7 @@ pub enum LegOutcome {
 pub fn classify_status(leg: Leg, status: u16) -> LegOutcome {
     match (leg, status) {
         (_, 502..=504) => LegOutcome::RetriableFailure,
-        (Leg::Hedge, 409 | 425 | 429) => LegOutcome::RetriableFailure,
+        (Leg::Hedge, s) if hedge_refused(s) => LegOutcome::RetriableFailure,
         _ => LegOutcome::Answer,
     }
 }

@@ -149,12 +149,15 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         .borrow_mut()
         .arrive(&url, &route, cacheable, start_ms);
     let mut leader = None;
+    // A waiter that found nothing in the cache does not look again below.
+    let mut look_up_cache = arrival.look_up_cache;
     match arrival.role {
         Role::Waiter(id) => {
             let Some(outcome) = coalesce::wait_for(&url, id, &client_gone).await else {
                 return reply::client_gone(&request_id);
             };
             if matches!(outcome, FlightState::Stored | FlightState::Unknown) {
+                look_up_cache = false;
                 if let Some(hit) = edge_cache::lookup(&url, &client_headers).await {
                     let timing = Timing {
                         start_ms,
@@ -173,7 +176,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         Role::Leader(id) => leader = Some(coalesce::LeaderGuard::new(&url, id)),
         Role::Alone => {}
     }
-    if arrival.look_up_cache {
+    if look_up_cache {
         if let Some(hit) = edge_cache::lookup(&url, &client_headers).await {
             hedger.borrow_mut().cache_answer(&route, true);
             if let Some(leader) = leader.take() {

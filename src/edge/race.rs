@@ -7,6 +7,7 @@
 //! `AbortController` the moment the winner's headers arrive.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Duration;
 
 use futures::future::{Fuse, FutureExt, LocalBoxFuture};
@@ -109,20 +110,18 @@ pub(crate) async fn run(
     client: &web_sys::AbortSignal,
     now_ms: impl Fn() -> f64,
 ) -> worker::Result<RaceReport> {
-    let (timeout_ms, origin_urls): (f64, Vec<String>) = {
-        let h = hedger.borrow();
-        let urls = h
-            .params()
-            .origins
-            .iter()
-            .map(|o| upstream_url(&o.base_url, target.path, target.query))
-            .collect();
-        (h.params().timeout_ms, urls)
+    // The Hedger's configuration (shared, not copied); a URL is built only
+    // for a leg that goes out: most requests send one.
+    let params = Rc::clone(hedger.borrow().params());
+    let url = |origin: usize| {
+        params.origins.get(origin).map_or_else(String::new, |o| {
+            upstream_url(&o.base_url, target.path, target.query)
+        })
     };
-    let url = |origin: usize| origin_urls.get(origin).map_or("", String::as_str);
+    let timeout_ms = params.timeout_ms;
     let delay_ms = plan.delay.map(|d| d.delay_ms);
     // One controller per leg, so aborting the loser leaves the winner alone.
-    let primary = LegIo::send(url(plan.primary), outbound, Leg::Primary)?;
+    let primary = LegIo::send(&url(plan.primary), outbound, Leg::Primary)?;
     let mut state = hedger.borrow_mut().start(plan, now_ms());
     let mut legs = [primary, LegIo::idle()];
     let mut timer = match delay_ms {
@@ -191,7 +190,7 @@ pub(crate) async fn run(
                     if abort_primary {
                         legs[Leg::Primary.index()].abort();
                     }
-                    match LegIo::send(url(origin), outbound, Leg::Hedge) {
+                    match LegIo::send(&url(origin), outbound, Leg::Hedge) {
                         Ok(hedge) => {
                             legs[Leg::Hedge.index()] = hedge;
                             hedger.borrow_mut().hedge_sent(&mut state, now);
