@@ -353,7 +353,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
         isolates: Number(values["pop-isolates"]),
         // 1,000 rps through workerd is beyond this 2-core machine (workerd runs out of
         // file descriptors as connections pile up); the push schedule at 1,000 rps is
-        // covered by `cargo run --example pop_figures`.
+        // covered by `cargo run -p hedgehog-core --example pop_figures`.
         pushRates: [100, 300],
         pushSecondsMax: 30,
       });

@@ -1,6 +1,6 @@
 // Draws the simulator's percentile plots with the lab's own plot code:
 //   node lab/sim-plot.mjs [sim-results]
-// reads <dir>/sim-report.json (written by `cargo run --release --example
+// reads <dir>/sim-report.json (written by `cargo run --release -p hedgehog-core --example
 // simulate`) and writes <dir>/sim-<scenario>.svg.
 import { readFileSync, writeFileSync } from "node:fs";
 import { percentileSvg } from "./report.mjs";

@@ -10,12 +10,12 @@ started=$(date +%s)
 bash scripts/setup.sh
 export PATH="$NODE22_BIN:$PATH"
 
-log "test: cargo fmt --check"
-cargo fmt --check
-log "test: cargo clippy --all-targets -- -D warnings"
-cargo clippy --quiet --all-targets -- -D warnings
-log "test: native unit tests (cargo test)"
-cargo test --quiet
+log "test: cargo fmt --all --check"
+cargo fmt --all --check
+log "test: cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --quiet --workspace --all-targets -- -D warnings
+log "test: native unit tests (cargo test --workspace)"
+cargo test --quiet --workspace
 bash scripts/build.sh
 for env in "" staging production; do
   log "test: wrangler deploy --dry-run ${env:+--env $env}"

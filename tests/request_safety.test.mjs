@@ -200,7 +200,7 @@ test("a WebSocket upgrade reaches the origin with its Upgrade header and is answ
   assert.equal(upgrades[0].upgrade, "websocket");
 });
 
-test("150 concurrent 1 MiB keyed uploads: held bodies stay under the cap, every body arrives whole", async () => {
+test("150 concurrent 1 MiB keyed uploads: held bodies stay under the cap, every body arrives whole", { timeout: 60_000 }, async () => {
   const MIB = 1 << 20;
   const a = await origin("a", () => ({ delayMs: 200, body: "stored" }));
   const b = await origin("b", () => ({ delayMs: 200, body: "stored" }));
@@ -222,10 +222,28 @@ test("150 concurrent 1 MiB keyed uploads: held bodies stay under the cap, every 
       skips[skip] = (skips[skip] ?? 0) + 1;
     }),
   );
+  // A hedge aborted while its upload was under way may still be in the
+  // origin's read when the clients have their answers: wait until each
+  // recorded request has been read whole or cut off.
+  const settled = (o, r) =>
+    r.body !== null
+      ? Promise.resolve()
+      : new Promise((resolve) => {
+          const done = (x) => {
+            if (x !== r) return;
+            o.events.off("request", done);
+            o.events.off("abort", done);
+            resolve();
+          };
+          o.events.on("request", done);
+          o.events.on("abort", done);
+        });
+  await Promise.all([...a.requests.map((r) => settled(a, r)), ...b.requests.map((r) => settled(b, r))]);
   for (const r of [...a.requests, ...b.requests]) {
     const i = Number(r.url.split("/").at(-1));
-    assert.equal(r.body.length, MIB, r.url);
     assert.ok(r.body.every((byte) => byte === i % 251), `${r.url}: body intact`);
+    // Only a leg the Worker aborted may stop short of the whole body.
+    if (r.abortedAt === null) assert.equal(r.body.length, MIB, r.url);
   }
   const s = await stats(w);
   console.log(`# hedge-skip reasons ${JSON.stringify(skips)}; held body bytes peak ${s.held_body_bytes_peak}`);

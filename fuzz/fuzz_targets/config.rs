@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
         .filter_map(|line| line.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    match hedgehog_edge::config::parse(&vars) {
+    match hedgehog_core::config::parse(&vars) {
         Ok(params) => assert!(!params.origins.is_empty()),
         Err(errors) => assert!(!errors.is_empty()),
     }

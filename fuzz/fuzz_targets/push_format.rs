@@ -2,8 +2,8 @@
 //! accepts merges into the aggregator without panicking and round-trips.
 #![no_main]
 
-use hedgehog_edge::pop_aggregate::{PopAggregate, PopParams};
-use hedgehog_edge::pop_push::Push;
+use hedgehog_core::pop::aggregate::{PopAggregate, PopParams};
+use hedgehog_core::pop::push::Push;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -8,7 +8,7 @@
 
 use worker::{console_warn, AnalyticsEngineDataPointBuilder, AnalyticsEngineDataset, Env};
 
-use crate::request_log::RequestLine;
+use hedgehog_core::observe::request_log::RequestLine;
 
 /// The optional dataset binding.
 pub(crate) const ANALYTICS_BINDING: &str = "ANALYTICS";

@@ -1,4 +1,4 @@
-//! The Worker side of [`crate::coalesce`]: a leader's guard that releases its
+//! The Worker side of [`hedgehog_core::request::coalesce`]: a leader's guard that releases its
 //! flight however the request ends, and a waiter's polling loop.
 //!
 //! Waiters poll on their own timers instead of being woken by the leader: a
@@ -10,7 +10,7 @@ use std::time::Duration;
 use worker::Delay;
 
 use super::{isolate, now_ms};
-use crate::coalesce::{poll_interval_ms, FlightId, FlightState};
+use hedgehog_core::request::coalesce::{poll_interval_ms, FlightId, FlightState};
 
 /// Held by the request leading a flight. Dropping it without
 /// [`LeaderGuard::stored`] releases the waiters to fetch for themselves.

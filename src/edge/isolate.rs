@@ -12,8 +12,8 @@ use worker::js_sys::{self, JsString, Object, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::Env;
 
-use crate::config::{self, ConfigError, Params};
-use crate::hedger::Hedger;
+use hedgehog_core::config::{self, ConfigError, Params};
+use hedgehog_core::hedger::Hedger;
 
 /// Mutable per-isolate state, available once the configuration is valid.
 #[derive(Debug)]
@@ -43,7 +43,7 @@ pub(crate) fn params(env: &Env, now_ms: f64) -> Result<Rc<Params>, Rc<Vec<Config
             Ok(params) => Isolate::Ready(Box::new(Ready {
                 hedger: Rc::new(RefCell::new(Hedger::new(
                     params.clone(),
-                    super::pop_sync::configured(env),
+                    super::pop::client::configured(env),
                     now_ms,
                 ))),
                 params: Rc::new(params),

@@ -12,11 +12,11 @@ use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::web_sys;
 
-use crate::outbound::{
+use hedgehog_core::race::Leg;
+use hedgehog_core::request::outbound::{
     connection_tokens, is_dropped_request_header, traceparent, TraceContext, HEDGE_ATTEMPT_HEADER,
     REQUEST_ID_HEADER,
 };
-use crate::race::Leg;
 
 /// The request body as the legs can use it.
 #[derive(Debug)]

@@ -1,7 +1,7 @@
 //! The Worker layer: turns the incoming request into the core's inputs, runs
 //! the race, and turns its result into the client's response.
 //!
-//! Modules: [`isolate`] holds per-isolate state, [`edge_cache`] and
+//! Modules: [`isolate`] holds per-isolate state, [`cache_policy`] and
 //! [`coalesce`] serve from the cache and share concurrent misses, [`leg`]
 //! sends one origin request, [`race`] runs the race, [`request_body`] reads a body that
 //! may be sent twice, [`reply`] builds the response. It works on `web_sys`
@@ -10,33 +10,32 @@
 
 mod abort_signal;
 mod analytics;
-mod body_watchdog;
+mod body_watch;
+mod cache_policy;
 mod coalesce;
-mod edge_cache;
 mod fixed_length_body;
 mod isolate;
 mod leg;
-mod log_line;
-mod pop_object;
-mod pop_sync;
+mod pop;
 mod race;
 mod reply;
 mod request_body;
+mod request_log;
 mod stats_page;
 mod websocket;
 
 use worker::{console_error, event, js_sys, web_sys, Context, Env};
 
-use crate::cache_policy::{
+use hedgehog_core::observe::request_log::LogLevel;
+use hedgehog_core::request::cache_policy::{
     request_cacheable, response_storable, CacheRequestFacts, CacheResponseFacts,
 };
-use crate::coalesce::{FlightState, Role};
-use crate::eligibility::{eligibility, Eligibility, RequestFacts};
-use crate::outbound::{
+use hedgehog_core::request::coalesce::{FlightState, Role};
+use hedgehog_core::request::eligibility::{eligibility, Eligibility, RequestFacts};
+use hedgehog_core::request::outbound::{
     parse_traceparent, path_and_query, valid_request_id, TraceContext, REQUEST_ID_HEADER,
 };
-use crate::request_log::LogLevel;
-use crate::route_key::route_key;
+use hedgehog_core::request::route_key::route_key;
 use leg::{OutboundBody, OutboundRequest};
 use race::{Outcome, Target};
 use reply::{CacheServe, Timing};
@@ -158,7 +157,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             };
             if matches!(outcome, FlightState::Stored | FlightState::Unknown) {
                 look_up_cache = false;
-                if let Some(hit) = edge_cache::lookup(&url, &client_headers).await {
+                if let Some(hit) = cache_policy::lookup(&url, &client_headers).await {
                     let timing = Timing {
                         start_ms,
                         now_ms: now_ms(),
@@ -177,7 +176,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         Role::Alone => {}
     }
     if look_up_cache {
-        if let Some(hit) = edge_cache::lookup(&url, &client_headers).await {
+        if let Some(hit) = cache_policy::lookup(&url, &client_headers).await {
             hedger.borrow_mut().cache_answer(&route, true);
             if let Some(leader) = leader.take() {
                 leader.stored();
@@ -266,7 +265,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             sets_cookie: headers.has("set-cookie")?,
             content_encoding: headers.get("content-encoding")?.as_deref(),
             vary: headers.get("vary")?.as_deref(),
-        }) && edge_cache::store(&ctx, &url, &client_headers, response, {
+        }) && cache_policy::store(&ctx, &url, &client_headers, response, {
             let leader = leader.take();
             move || {
                 if let Some(leader) = leader {
@@ -286,7 +285,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     };
     let dataset = analytics::dataset(&env);
     let line = (params.log_level != LogLevel::Off || dataset.is_some()).then(|| {
-        log_line::begin(
+        request_log::begin(
             &params,
             &report,
             &request_id,
@@ -298,9 +297,9 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     let response = reply::race_response(&params, report, &request_id, timing);
     if let (Some(line), Ok(response)) = (line, &response) {
         let total_ms = timing.now_ms - start_ms;
-        log_line::finish(line, response, params.log_level, total_ms, dataset.as_ref());
+        request_log::finish(line, response, params.log_level, total_ms, dataset.as_ref());
     }
-    pop_sync::maybe_push(&ctx, &env, &req, &params);
+    pop::client::maybe_push(&ctx, &env, &req, &params);
     response
 }
 

@@ -15,9 +15,9 @@ use worker::{web_sys, Delay};
 
 use super::abort_signal;
 use super::leg::{self, OutboundRequest};
-use crate::hedger::{Action, Hedger, RaceEnd, RacePlan, RaceState};
-use crate::outbound::upstream_url;
-use crate::race::Leg;
+use hedgehog_core::hedger::{Hedger, RaceEnd, RaceIo, RacePlan, RaceState};
+use hedgehog_core::race::Leg;
+use hedgehog_core::request::outbound::upstream_url;
 
 /// Where a race's legs go: the client's path and query on each origin.
 #[derive(Debug)]
@@ -161,7 +161,7 @@ pub(crate) async fn run(
             Event::Finished(_, Err(_)) | Event::HedgeTimer if client.aborted() => Event::ClientGone,
             other => other,
         };
-        let mut action = {
+        let action = {
             let mut h = hedger.borrow_mut();
             match event {
                 Event::Finished(leg, result) => {
@@ -180,45 +180,46 @@ pub(crate) async fn run(
                 Event::Deadline => h.deadline_passed(&mut state, now),
             }
         };
-        loop {
-            match action {
-                Action::Wait => break,
-                Action::SendHedge {
-                    origin,
-                    abort_primary,
-                } => {
-                    if abort_primary {
-                        legs[Leg::Primary.index()].abort();
-                    }
-                    match LegIo::send(&url(origin), outbound, Leg::Hedge) {
-                        Ok(hedge) => {
-                            legs[Leg::Hedge.index()] = hedge;
-                            hedger.borrow_mut().hedge_sent(&mut state, now);
-                            break;
-                        }
-                        Err(_) => action = hedger.borrow_mut().hedge_not_sent(&mut state, now),
-                    }
-                }
-                Action::Finish(end) => return Ok(finish(end, state, legs)),
-            }
+        let mut io = Io {
+            legs: &mut legs,
+            outbound,
+            url: &url,
+        };
+        if let Some(end) = hedger
+            .borrow_mut()
+            .perform(&mut state, action, now, &mut io)
+        {
+            return Ok(finish(end, state, legs));
         }
     }
 }
 
-/// Ends the race: every leg but the one whose response goes out is aborted
-/// (abort first: every millisecond a loser runs is wasted origin work, and a
-/// failed loser's body is not needed either).
-fn finish(end: RaceEnd, state: RaceState, mut legs: [LegIo; 2]) -> RaceReport {
-    let kept = match end {
-        RaceEnd::Won(leg) => Some(leg),
-        RaceEnd::PrimaryFailed => Some(Leg::Primary),
-        RaceEnd::BothFailed | RaceEnd::TimedOut | RaceEnd::ClientGone => None,
-    };
-    for leg in [Leg::Primary, Leg::Hedge] {
-        if Some(leg) != kept {
-            legs[leg.index()].abort();
+/// The race's I/O for [`Hedger::perform`]: the legs' fetches.
+struct Io<'a, U: Fn(usize) -> String> {
+    legs: &'a mut [LegIo; 2],
+    outbound: &'a mut OutboundRequest,
+    url: &'a U,
+}
+
+impl<U: Fn(usize) -> String> RaceIo for Io<'_, U> {
+    fn abort(&mut self, leg: Leg) {
+        self.legs[leg.index()].abort();
+    }
+
+    fn send_hedge(&mut self, origin: usize) -> bool {
+        match LegIo::send(&(self.url)(origin), self.outbound, Leg::Hedge) {
+            Ok(hedge) => {
+                self.legs[Leg::Hedge.index()] = hedge;
+                true
+            }
+            Err(_) => false,
         }
     }
+}
+
+/// The race's report: the kept leg's response (the others were aborted by
+/// [`Hedger::perform`]).
+fn finish(end: RaceEnd, state: RaceState, mut legs: [LegIo; 2]) -> RaceReport {
     let mut take = |leg: Leg| {
         let io = &mut legs[leg.index()];
         (io.response.take(), io.controller.take())

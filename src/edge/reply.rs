@@ -4,12 +4,12 @@
 use serde::Serialize;
 use worker::{web_sys, Response};
 
-use super::body_watchdog;
+use super::body_watch;
 use super::race::{Outcome, RaceReport};
-use crate::config::{ConfigError, Params};
-use crate::hedger::LegRecord;
-use crate::outbound::{connection_tokens, HOP_BY_HOP, REQUEST_ID_HEADER};
-use crate::race::Leg;
+use hedgehog_core::config::{ConfigError, Params};
+use hedgehog_core::hedger::LegRecord;
+use hedgehog_core::race::Leg;
+use hedgehog_core::request::outbound::{connection_tokens, HOP_BY_HOP, REQUEST_ID_HEADER};
 
 /// Response header saying which leg answered: `none`, `primary` or `hedge`
 /// (`cache` for a cache hit, `coalesced` for a response shared with a
@@ -100,7 +100,7 @@ pub(crate) fn race_response(
     match &report.outcome {
         Outcome::Won(_, response) | Outcome::PrimaryFailed(Some(response)) => {
             let body = match (response.body(), params.body_idle_timeout_ms) {
-                (Some(body), Some(idle_ms)) => Some(body_watchdog::watch(
+                (Some(body), Some(idle_ms)) => Some(body_watch::watch(
                     response,
                     body,
                     idle_ms,

@@ -12,7 +12,7 @@ use worker::wasm_bindgen::JsValue;
 use worker::{web_sys, ByteStream};
 
 use super::isolate;
-use crate::eligibility::NotHedgeableReason;
+use hedgehog_core::request::eligibility::NotHedgeableReason;
 
 /// What reading the body found.
 #[derive(Debug)]

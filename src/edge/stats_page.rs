@@ -7,11 +7,11 @@ use worker::wasm_bindgen::JsCast;
 use worker::web_sys;
 
 use super::{isolate, reply};
-use crate::config::Params;
-use crate::delay_policy::choose_delay;
-use crate::estimator::Estimates;
-use crate::health::BudgetLevel;
-use crate::route_stats::{bearer_matches, RouteCounters};
+use hedgehog_core::admission::health::BudgetLevel;
+use hedgehog_core::config::Params;
+use hedgehog_core::estimation::delay_policy::choose_delay;
+use hedgehog_core::estimation::estimator::Estimates;
+use hedgehog_core::observe::route_stats::{bearer_matches, RouteCounters};
 
 #[derive(Serialize)]
 struct StatsJson<'a> {

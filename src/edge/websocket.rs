@@ -11,8 +11,8 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::{console_error, js_sys, web_sys};
 
 use super::{isolate, reply};
-use crate::config::Params;
-use crate::outbound::{upstream_url, REQUEST_ID_HEADER};
+use hedgehog_core::config::Params;
+use hedgehog_core::request::outbound::{upstream_url, REQUEST_ID_HEADER};
 
 /// Forwards the upgrade request `req` to the primary origin.
 pub(crate) async fn pass_through(

@@ -1,0 +1,391 @@
+//! Passive origin health, from the Worker's own results.
+//!
+//! An origin is marked *degraded* after `consecutive_failures` failures in a
+//! row, or when at least `min_requests` requests in the window failed at a rate
+//! of `failure_rate` or more (connection errors, timeouts and 5xx all count).
+//! A degraded origin gets no hedges and is not chosen as primary while a
+//! healthy one exists. After `cooldown_ms` it lets one trial request through;
+//! a success restores it, a failure restarts the cool-down.
+//!
+//! The same window also drives the 5xx-adaptive budget: above
+//! `reduce_above_5xx_rate` the origin's hedges are limited to
+//! `reduced_budget_percent`, above `stop_above_5xx_rate` hedging to and from
+//! it stops; as the rate falls (the window slides), the budget comes back.
+
+use crate::estimation::window::{SlidingWindow, WindowParams, WindowSlot};
+
+/// Settings for [`OriginHealth`] (defaults: the `HEDGE_HEALTH_*` and
+/// `HEDGE_5XX_*` keys in `config::KEYS`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HealthParams {
+    /// The sliding window failure rates are measured over.
+    pub window: WindowParams,
+    /// Failures in a row that mark an origin degraded (default 5).
+    pub consecutive_failures: u32,
+    /// Failure rate over the window that marks it degraded (default 0.5).
+    pub failure_rate: f64,
+    /// Requests in the window before the rate is trusted (default 20).
+    pub min_requests: u64,
+    /// Time a degraded origin waits before a trial request (default 10 s).
+    pub cooldown_ms: f64,
+    /// Longest a trial request may stay unreported before it counts as lost
+    /// and the next request may try (default 30 s, the request timeout): a
+    /// trial whose outcome never arrives must not hold the origin out forever.
+    pub trial_timeout_ms: f64,
+    /// 5xx rate above which the hedge budget is reduced (default 0.02).
+    pub reduce_above_5xx_rate: f64,
+    /// The reduced hedge budget, in percent (default 5).
+    pub reduced_budget_percent: f64,
+    /// 5xx rate above which hedging to and from the origin stops (default 0.2).
+    pub stop_above_5xx_rate: f64,
+}
+
+impl HealthParams {
+    /// The hedge budget a 5xx rate allows (from this isolate's window or the PoP's).
+    pub fn level_for_5xx_rate(&self, rate: f64) -> BudgetLevel {
+        if rate > self.stop_above_5xx_rate {
+            BudgetLevel::Stopped
+        } else if rate > self.reduce_above_5xx_rate {
+            BudgetLevel::Reduced(self.reduced_budget_percent)
+        } else {
+            BudgetLevel::Full
+        }
+    }
+}
+
+impl BudgetLevel {
+    /// A short name for stats: `full`, `reduced` or `stopped`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            BudgetLevel::Full => "full",
+            BudgetLevel::Reduced(_) => "reduced",
+            BudgetLevel::Stopped => "stopped",
+        }
+    }
+
+    /// The stricter of two levels: stopped over reduced over full.
+    pub fn stricter(self, other: BudgetLevel) -> BudgetLevel {
+        let rank = |l: &BudgetLevel| match l {
+            BudgetLevel::Full => 0,
+            BudgetLevel::Reduced(_) => 1,
+            BudgetLevel::Stopped => 2,
+        };
+        if rank(&other) > rank(&self) {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+/// What one request to an origin came to, for health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// An answer that is not a 5xx.
+    Success,
+    /// A 5xx answer.
+    ServerError,
+    /// No answer: connection error or timeout.
+    Unreachable,
+    /// A 503 to a hedge: the origin declining optional work. It counts
+    /// toward the 5xx rate (the origin is busy) but is not a failure that
+    /// degrades the origin.
+    Shed,
+}
+
+/// How much hedging an origin's error rate allows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BudgetLevel {
+    /// The configured budget.
+    Full,
+    /// At most this percentage of requests.
+    Reduced(f64),
+    /// No hedges to or from this origin.
+    Stopped,
+}
+
+/// An origin's results over the health window, for stats.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HealthWindow {
+    /// Requests recorded in the window.
+    pub requests: u64,
+    /// 5xx answers (shed hedges included) per request; `None` without requests.
+    pub server_error_rate: Option<f64>,
+    /// Failures (connection errors, timeouts, 5xx) per request.
+    pub failure_rate: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    requests: u64,
+    failures: u64,
+    server_errors: u64,
+}
+
+impl WindowSlot for Counts {
+    fn add(&mut self, other: &Self) {
+        self.requests += other.requests;
+        self.failures += other.failures;
+        self.server_errors += other.server_errors;
+    }
+    fn subtract(&mut self, other: &Self) {
+        self.requests = self.requests.saturating_sub(other.requests);
+        self.failures = self.failures.saturating_sub(other.failures);
+        self.server_errors = self.server_errors.saturating_sub(other.server_errors);
+    }
+    fn is_empty(&self) -> bool {
+        self.requests == 0
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    Healthy,
+    Degraded {
+        since_ms: f64,
+    },
+    /// Degraded, cool-down over, one trial request in flight since `since_ms`.
+    Trial {
+        since_ms: f64,
+    },
+}
+
+/// Health of one origin.
+#[derive(Debug, Clone)]
+pub struct OriginHealth {
+    params: HealthParams,
+    counts: SlidingWindow<Counts>,
+    consecutive_failures: u32,
+    state: State,
+}
+
+// === impl OriginHealth ===
+
+impl OriginHealth {
+    /// A healthy origin with no history.
+    pub fn new(params: HealthParams, now_ms: f64) -> Self {
+        Self {
+            params,
+            counts: SlidingWindow::new(params.window, now_ms),
+            consecutive_failures: 0,
+            state: State::Healthy,
+        }
+    }
+
+    /// Records the outcome of a request that reached an answer or failed.
+    pub fn record(&mut self, outcome: Outcome, now_ms: f64) {
+        let failure = matches!(outcome, Outcome::ServerError | Outcome::Unreachable);
+        let server_error = matches!(outcome, Outcome::ServerError | Outcome::Shed);
+        self.counts.update(now_ms, |c| {
+            c.requests += 1;
+            c.failures += u64::from(failure);
+            c.server_errors += u64::from(server_error);
+        });
+        match outcome {
+            Outcome::Shed => {}
+            Outcome::Success => {
+                self.consecutive_failures = 0;
+                if self.state != State::Healthy {
+                    // A trial (or any request) succeeded: back in service.
+                    self.state = State::Healthy;
+                }
+            }
+            Outcome::ServerError | Outcome::Unreachable => {
+                self.consecutive_failures += 1;
+                match self.state {
+                    State::Trial { .. } => self.state = State::Degraded { since_ms: now_ms },
+                    State::Degraded { .. } => {}
+                    State::Healthy => {
+                        if self.should_degrade() {
+                            self.state = State::Degraded { since_ms: now_ms };
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the origin may take a request now. A degraded origin past its
+    /// cool-down admits exactly one trial: this call claims it.
+    pub fn admit(&mut self, now_ms: f64) -> bool {
+        match self.state {
+            State::Healthy => true,
+            // A trial nobody reported on (its request vanished) is lost: try again.
+            State::Trial { since_ms } if now_ms - since_ms >= self.params.trial_timeout_ms => {
+                self.state = State::Trial { since_ms: now_ms };
+                true
+            }
+            State::Trial { .. } => false,
+            State::Degraded { since_ms } => {
+                if now_ms - since_ms >= self.params.cooldown_ms {
+                    self.state = State::Trial { since_ms: now_ms };
+                    true
+                } else {
+                    false
+                }
+            }
+        }
+    }
+
+    /// The trial request was abandoned (aborted) before it answered: it
+    /// proved nothing, so the next request may try again at once.
+    pub fn abandon_trial(&mut self, now_ms: f64) {
+        if matches!(self.state, State::Trial { .. }) {
+            self.state = State::Degraded {
+                since_ms: now_ms - self.params.cooldown_ms,
+            };
+        }
+    }
+
+    /// Whether the origin is healthy (not degraded, not on trial).
+    pub fn is_healthy(&self) -> bool {
+        self.state == State::Healthy
+    }
+
+    /// The hedge budget this origin's 5xx rate allows.
+    pub fn budget_level(&mut self, now_ms: f64) -> BudgetLevel {
+        let totals = *self.counts.total(now_ms);
+        if totals.requests < self.params.min_requests {
+            return BudgetLevel::Full;
+        }
+        let rate = totals.server_errors as f64 / totals.requests as f64;
+        self.params.level_for_5xx_rate(rate)
+    }
+
+    /// What the window holds now (for stats).
+    pub fn window(&mut self, now_ms: f64) -> HealthWindow {
+        let totals = *self.counts.total(now_ms);
+        let rate = |n: u64| (totals.requests > 0).then(|| n as f64 / totals.requests as f64);
+        HealthWindow {
+            requests: totals.requests,
+            server_error_rate: rate(totals.server_errors),
+            failure_rate: rate(totals.failures),
+        }
+    }
+
+    fn should_degrade(&self) -> bool {
+        if self.consecutive_failures >= self.params.consecutive_failures {
+            return true;
+        }
+        let totals = self.counts.total_as_of_last_update();
+        totals.requests >= self.params.min_requests
+            && totals.failures as f64 / totals.requests as f64 >= self.params.failure_rate
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn health() -> OriginHealth {
+        OriginHealth::new(crate::config::defaults().health, 0.0)
+    }
+
+    fn record_n(h: &mut OriginHealth, n: usize, outcome: Outcome, now_ms: f64) {
+        for _ in 0..n {
+            h.record(outcome, now_ms);
+        }
+    }
+
+    #[test]
+    fn the_window_reports_rates_and_forgets_what_slid_out() {
+        let mut h = health();
+        assert_eq!(h.window(0.0).server_error_rate, None);
+        record_n(&mut h, 18, Outcome::Success, 1.0);
+        h.record(Outcome::Shed, 1.0);
+        h.record(Outcome::Unreachable, 1.0);
+        let w = h.window(2.0);
+        assert_eq!(w.requests, 20);
+        assert_eq!(w.server_error_rate, Some(0.05));
+        assert_eq!(w.failure_rate, Some(0.05), "a shed hedge is not a failure");
+        assert_eq!(h.window(61_000.0).requests, 0);
+    }
+
+    #[test]
+    fn consecutive_failures_degrade_and_a_success_resets_the_count() {
+        let mut h = health();
+        record_n(&mut h, 4, Outcome::Unreachable, 1.0);
+        h.record(Outcome::Success, 1.0);
+        record_n(&mut h, 4, Outcome::Unreachable, 1.0);
+        assert!(h.is_healthy());
+        h.record(Outcome::ServerError, 1.0);
+        assert!(!h.is_healthy());
+        assert!(!h.admit(2.0));
+    }
+
+    #[test]
+    fn a_high_failure_rate_degrades_without_a_streak() {
+        let mut h = health();
+        for _ in 0..20 {
+            h.record(Outcome::Success, 1.0);
+            h.record(Outcome::ServerError, 1.0);
+        }
+        assert!(!h.is_healthy());
+    }
+
+    #[test]
+    fn recovery_takes_a_cool_down_and_one_successful_trial() {
+        let mut h = health();
+        record_n(&mut h, 5, Outcome::Unreachable, 0.0);
+        assert!(!h.admit(9_999.0));
+        assert!(
+            h.admit(10_000.0),
+            "the trial is admitted after the cool-down"
+        );
+        assert!(!h.admit(10_001.0), "only one trial at a time");
+        h.record(Outcome::Success, 10_050.0);
+        assert!(h.is_healthy());
+        assert!(h.admit(10_051.0));
+    }
+
+    #[test]
+    fn a_trial_that_never_reports_is_lost_after_the_trial_timeout() {
+        let mut h = health();
+        record_n(&mut h, 5, Outcome::Unreachable, 0.0);
+        assert!(h.admit(10_000.0), "the trial is claimed");
+        // Its request vanished (a client that hung up mid-upload, a hedge
+        // whose send failed): no outcome, no abandon.
+        assert!(!h.admit(39_999.0), "still in trial before the timeout");
+        assert!(h.admit(40_000.0), "a new trial once the old one is lost");
+        assert!(!h.admit(40_001.0), "and again one at a time");
+    }
+
+    #[test]
+    fn a_failed_trial_restarts_the_cool_down() {
+        let mut h = health();
+        record_n(&mut h, 5, Outcome::Unreachable, 0.0);
+        assert!(h.admit(10_000.0));
+        h.record(Outcome::Unreachable, 10_100.0);
+        assert!(!h.admit(19_000.0));
+        assert!(h.admit(20_100.0));
+    }
+
+    #[test]
+    fn budget_shrinks_with_the_5xx_rate_and_comes_back() {
+        let mut h = health();
+        record_n(&mut h, 97, Outcome::Success, 0.0);
+        record_n(&mut h, 3, Outcome::ServerError, 0.0);
+        assert_eq!(h.budget_level(1.0), BudgetLevel::Reduced(5.0));
+        record_n(&mut h, 30, Outcome::ServerError, 0.0);
+        assert_eq!(h.budget_level(1.0), BudgetLevel::Stopped);
+        // A minute later the window has slid past the errors.
+        record_n(&mut h, 50, Outcome::Success, 61_000.0);
+        assert_eq!(h.budget_level(61_000.0), BudgetLevel::Full);
+    }
+
+    #[test]
+    fn shed_hedges_count_toward_the_5xx_rate_but_do_not_degrade() {
+        let mut h = health();
+        record_n(&mut h, 90, Outcome::Success, 0.0);
+        record_n(&mut h, 10, Outcome::Shed, 0.0);
+        assert!(h.is_healthy());
+        assert_eq!(h.budget_level(1.0), BudgetLevel::Reduced(5.0));
+    }
+
+    #[test]
+    fn too_few_requests_never_cut_the_budget() {
+        let mut h = health();
+        record_n(&mut h, 3, Outcome::ServerError, 0.0);
+        assert_eq!(h.budget_level(1.0), BudgetLevel::Full);
+    }
+}

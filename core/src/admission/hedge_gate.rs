@@ -1,0 +1,489 @@
+//! Decides whether a hedge may go out now, and where: the budget, origin
+//! health and the 5xx-adaptive limits together, per isolate.
+//!
+//! A hedge needs: the primary's 5xx rate not past the stop level; a target
+//! that admits it (healthy, or on its one recovery trial; not past the stop
+//! level; with a token in its reduced bucket when its 5xx rate is past the
+//! reduce level); and a token in the global bucket. Reduced buckets run all
+//! the time, so one is ready the moment an origin's error rate crosses the
+//! line and the cut takes effect at once.
+
+use crate::admission::budget::{BudgetParams, HedgeBudget};
+use crate::admission::health::{BudgetLevel, HealthParams, HealthWindow, OriginHealth, Outcome};
+use crate::admission::origin_pool::{choose_hedge, choose_primary, HedgeTarget};
+
+/// Why a hedge was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HedgeDenied {
+    /// The global budget has no token.
+    Budget,
+    /// The primary's 5xx rate is past the stop level.
+    PrimaryErroring,
+    /// No origin may take the hedge (and same-origin hedges are off).
+    NoTarget,
+}
+
+impl HedgeDenied {
+    /// A short name for headers and logs.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            HedgeDenied::Budget => "budget",
+            HedgeDenied::PrimaryErroring => "primary-erroring",
+            HedgeDenied::NoTarget => "no-target",
+        }
+    }
+}
+
+/// One origin as the gate sees it, for stats.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OriginSnapshot {
+    /// Not degraded and not on a recovery trial.
+    pub healthy: bool,
+    /// Its results over the health window.
+    pub window: HealthWindow,
+    /// What its 5xx rate allows: full, reduced or stopped.
+    pub budget: BudgetLevel,
+    /// Tokens in its reduced bucket (spent only while the budget is reduced).
+    pub reduced_budget_tokens: f64,
+}
+
+/// Settings for a [`HedgeGate`]: its own part of the configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateParams {
+    /// The global hedge budget.
+    pub budget: BudgetParams,
+    /// Origin health and the 5xx-adaptive limits.
+    pub health: HealthParams,
+    /// Each origin's zone, in `HEDGE_ORIGINS` order (one entry per origin).
+    pub zones: Vec<Option<String>>,
+    /// With no healthy peer, hedge to the primary itself on a new request.
+    pub same_origin_hedge: bool,
+}
+
+/// Per-isolate hedge admission state.
+#[derive(Debug)]
+pub struct HedgeGate {
+    budget: HedgeBudget,
+    reduced: Vec<HedgeBudget>,
+    health: Vec<OriginHealth>,
+    zones: Vec<Option<String>>,
+    same_origin_hedge: bool,
+    pop_rates: Vec<Option<PopRate>>,
+    /// Thresholds for PoP rates; a PoP rate is used for one health window
+    /// and only over at least `min_requests` answers, like a local one.
+    health_params: HealthParams,
+}
+
+// === impl HedgeGate ===
+
+impl HedgeGate {
+    /// A gate for `params`' origins: everything healthy, every bucket empty.
+    pub fn new(params: &GateParams, now_ms: f64) -> Self {
+        let reduced_params = BudgetParams {
+            percent: params.health.reduced_budget_percent,
+            ..params.budget
+        };
+        let origins = params.zones.len();
+        Self {
+            budget: HedgeBudget::new(params.budget, now_ms),
+            reduced: (0..origins)
+                .map(|_| HedgeBudget::new(reduced_params, now_ms))
+                .collect(),
+            health: (0..origins)
+                .map(|_| OriginHealth::new(params.health, now_ms))
+                .collect(),
+            zones: params.zones.clone(),
+            same_origin_hedge: params.same_origin_hedge,
+            pop_rates: vec![None; origins],
+            health_params: params.health,
+        }
+    }
+
+    /// The primary for a new request: the first origin that admits it.
+    pub fn choose_primary(&mut self, now_ms: f64) -> usize {
+        let health = &mut self.health;
+        choose_primary(health.len(), |i| health[i].admit(now_ms))
+    }
+
+    /// A hedge-eligible request arrived: fund the global bucket and every
+    /// origin's reduced one (each caps hedges to or from its origin at the
+    /// reduced share of all eligible traffic).
+    pub fn deposit(&mut self, now_ms: f64) {
+        self.budget.deposit(now_ms);
+        for bucket in &mut self.reduced {
+            bucket.deposit(now_ms);
+        }
+    }
+
+    /// Asks to hedge a request whose primary is `primary`. On success the
+    /// tokens are spent and the target origin's index returned.
+    /// `charge_budget` is false for the retry mode, which has no budget.
+    pub fn permit(
+        &mut self,
+        primary: usize,
+        now_ms: f64,
+        charge_budget: bool,
+    ) -> Result<usize, HedgeDenied> {
+        self.permit_to(primary, now_ms, charge_budget, self.same_origin_hedge)
+    }
+
+    /// [`HedgeGate::permit`] for a request hedged on the strength of its
+    /// idempotency key: only another origin may take it (one origin seeing
+    /// the key twice at once answers 409 or, worse, runs it twice).
+    pub fn permit_to_peer(&mut self, primary: usize, now_ms: f64) -> Result<usize, HedgeDenied> {
+        self.permit_to(primary, now_ms, true, false)
+    }
+
+    fn permit_to(
+        &mut self,
+        primary: usize,
+        now_ms: f64,
+        charge_budget: bool,
+        same_origin_allowed: bool,
+    ) -> Result<usize, HedgeDenied> {
+        // Every origin's level once: the primary's, the candidate targets' and
+        // the withdrawal below all read these.
+        let levels: Vec<BudgetLevel> = (0..self.health.len())
+            .map(|i| self.level(i, now_ms))
+            .collect();
+        let level_of = |i: usize| levels.get(i).copied().unwrap_or(BudgetLevel::Full);
+        let primary_level = level_of(primary);
+        if charge_budget && primary_level == BudgetLevel::Stopped {
+            return Err(HedgeDenied::PrimaryErroring);
+        }
+        if charge_budget
+            && matches!(primary_level, BudgetLevel::Reduced(_))
+            && self.reduced[primary].tokens(now_ms) < 1.0
+        {
+            return Err(HedgeDenied::Budget);
+        }
+        if charge_budget && self.budget.tokens(now_ms) < 1.0 {
+            return Err(HedgeDenied::Budget);
+        }
+        let zones: Vec<Option<&str>> = self.zones.iter().map(|z| z.as_deref()).collect();
+        let target = choose_hedge(primary, &zones, same_origin_allowed, |i| {
+            let room = match level_of(i) {
+                BudgetLevel::Stopped => false,
+                BudgetLevel::Reduced(_) => !charge_budget || self.reduced[i].tokens(now_ms) >= 1.0,
+                BudgetLevel::Full => true,
+            };
+            // Admission last: it may claim the origin's recovery trial.
+            room && self.health[i].admit(now_ms)
+        })
+        .ok_or(HedgeDenied::NoTarget)?;
+        let origin = match target {
+            HedgeTarget::Peer(i) => i,
+            HedgeTarget::SameOrigin => primary,
+        };
+        if charge_budget {
+            let mut limited = vec![primary, origin];
+            limited.dedup();
+            for o in limited {
+                if matches!(level_of(o), BudgetLevel::Reduced(_)) {
+                    self.reduced[o].try_withdraw(now_ms);
+                }
+            }
+            self.budget.try_withdraw(now_ms);
+        }
+        Ok(origin)
+    }
+
+    /// Records how a request to `origin` ended.
+    pub fn record(&mut self, origin: usize, outcome: Outcome, now_ms: f64) {
+        if let Some(h) = self.health.get_mut(origin) {
+            h.record(outcome, now_ms);
+        }
+    }
+
+    /// A request to `origin` was aborted before it answered: it says nothing
+    /// about the origin, but a recovery trial it carried must be freed.
+    pub fn abandoned(&mut self, origin: usize, now_ms: f64) {
+        if let Some(h) = self.health.get_mut(origin) {
+            h.abandon_trial(now_ms);
+        }
+    }
+
+    /// Tokens in the global hedge budget now (for stats).
+    pub fn budget_tokens(&mut self, now_ms: f64) -> f64 {
+        self.budget.tokens(now_ms)
+    }
+
+    /// How `origin` stands now: health, window rates and its budget (for stats).
+    pub fn origin_snapshot(&mut self, origin: usize, now_ms: f64) -> Option<OriginSnapshot> {
+        let level = self.level(origin, now_ms);
+        let reduced_tokens = self.reduced.get_mut(origin)?.tokens(now_ms);
+        let health = self.health.get_mut(origin)?;
+        Some(OriginSnapshot {
+            healthy: health.is_healthy(),
+            window: health.window(now_ms),
+            budget: level,
+            reduced_budget_tokens: reduced_tokens,
+        })
+    }
+
+    /// The PoP-wide 5xx rates from the aggregator's latest reply, as
+    /// (origin, rate, responses). Until they go stale (one health window),
+    /// an origin's budget level is the stricter of this isolate's and the
+    /// PoP's, so a quiet isolate holds back from an origin the PoP sees erroring.
+    pub fn note_pop_rates(&mut self, rates: &[(usize, f64, u64)], now_ms: f64) {
+        for slot in &mut self.pop_rates {
+            *slot = None;
+        }
+        for &(origin, rate, responses) in rates {
+            if let Some(slot) = self.pop_rates.get_mut(origin) {
+                *slot = Some(PopRate {
+                    rate,
+                    responses,
+                    at_ms: now_ms,
+                });
+            }
+        }
+    }
+
+    /// The PoP-wide 5xx rate of `origin` in use now, if any.
+    pub fn pop_5xx_rate(&self, origin: usize, now_ms: f64) -> Option<f64> {
+        self.pop_rates
+            .get(origin)
+            .copied()
+            .flatten()
+            .filter(|p| {
+                now_ms - p.at_ms < self.health_params.window.window_ms
+                    && p.responses >= self.health_params.min_requests
+            })
+            .map(|p| p.rate)
+    }
+
+    fn level(&mut self, origin: usize, now_ms: f64) -> BudgetLevel {
+        let local = self
+            .health
+            .get_mut(origin)
+            .map_or(BudgetLevel::Full, |h| h.budget_level(now_ms));
+        match self.pop_5xx_rate(origin, now_ms) {
+            Some(rate) => local.stricter(self.health_params.level_for_5xx_rate(rate)),
+            None => local,
+        }
+    }
+}
+
+/// One origin's PoP-wide 5xx rate as last reported.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PopRate {
+    rate: f64,
+    responses: u64,
+    at_ms: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn params(extra: &[(&str, &str)]) -> GateParams {
+        let mut vars: BTreeMap<String, String> = BTreeMap::new();
+        vars.insert(
+            "HEDGE_ORIGINS".into(),
+            r#"[{"name":"a","url":"http://a","zone":"z1"},{"name":"b","url":"http://b","zone":"z1"},{"name":"c","url":"http://c","zone":"z2"}]"#.into(),
+        );
+        for (k, v) in extra {
+            vars.insert(k.to_string(), v.to_string());
+        }
+        crate::config::parse(&vars)
+            .expect("valid test config")
+            .gate()
+    }
+
+    /// A gate whose global bucket holds what 100 eligible requests earned
+    /// (a new gate starts empty).
+    fn funded(mut gate: HedgeGate) -> HedgeGate {
+        for _ in 0..100 {
+            gate.deposit(0.0);
+        }
+        gate
+    }
+
+    #[test]
+    fn a_new_gate_has_earned_no_hedges() {
+        let mut gate = HedgeGate::new(&params(&[]), 0.0);
+        assert_eq!(gate.permit(0, 0.0, true), Err(HedgeDenied::Budget));
+        assert_eq!(gate.budget_tokens(0.0), 0.0);
+    }
+
+    #[test]
+    fn hedges_go_to_the_other_zone() {
+        let mut gate = funded(HedgeGate::new(&params(&[]), 0.0));
+        assert_eq!(gate.permit(0, 0.0, true), Ok(2));
+    }
+
+    #[test]
+    fn a_degraded_origin_gets_no_hedges_until_it_recovers() {
+        let mut gate = funded(HedgeGate::new(
+            &params(&[("HEDGE_HEALTH_COOLDOWN_MS", "1000")]),
+            0.0,
+        ));
+        for _ in 0..5 {
+            gate.record(2, Outcome::Unreachable, 0.0);
+        }
+        assert_eq!(gate.origin_snapshot(2, 0.0).map(|s| s.healthy), Some(false));
+        assert_eq!(
+            gate.permit(0, 10.0, true),
+            Ok(1),
+            "the same-zone peer instead"
+        );
+        // After the cool-down, one hedge is the trial; its success restores c.
+        assert_eq!(gate.permit(0, 1_000.0, true), Ok(2));
+        assert_eq!(gate.permit(0, 1_001.0, true), Ok(1), "one trial at a time");
+        gate.record(2, Outcome::Success, 1_050.0);
+        assert_eq!(gate.permit(0, 1_100.0, true), Ok(2));
+    }
+
+    #[test]
+    fn a_keyed_request_is_never_hedged_to_its_own_origin() {
+        let one = params(&[("HEDGE_ORIGINS", r#"[{"name":"a","url":"http://a"}]"#)]);
+        let mut gate = HedgeGate::new(&one, 0.0);
+        for _ in 0..100 {
+            gate.deposit(0.0);
+        }
+        assert_eq!(gate.permit_to_peer(0, 0.0), Err(HedgeDenied::NoTarget));
+        assert_eq!(gate.permit(0, 0.0, true), Ok(0), "an unkeyed GET may");
+    }
+
+    #[test]
+    fn an_aborted_trial_frees_the_trial_slot() {
+        let mut gate = funded(HedgeGate::new(
+            &params(&[("HEDGE_HEALTH_COOLDOWN_MS", "1000")]),
+            0.0,
+        ));
+        for _ in 0..5 {
+            gate.record(2, Outcome::Unreachable, 0.0);
+        }
+        assert_eq!(gate.permit(0, 1_000.0, true), Ok(2));
+        gate.abandoned(2, 1_020.0);
+        assert_eq!(gate.permit(0, 1_030.0, true), Ok(2));
+    }
+
+    #[test]
+    fn a_primary_past_the_stop_level_is_not_hedged() {
+        let mut gate = HedgeGate::new(&params(&[]), 0.0);
+        for i in 0..100 {
+            let outcome = if i % 4 == 0 {
+                Outcome::ServerError
+            } else {
+                Outcome::Success
+            };
+            gate.record(0, outcome, 0.0);
+        }
+        assert_eq!(gate.permit(0, 1.0, true), Err(HedgeDenied::PrimaryErroring));
+        // The retry mode has no budget and is not stopped by it.
+        assert!(gate.permit(0, 1.0, false).is_ok());
+    }
+
+    /// Origins a and c, a 50% budget holding one token, no time floor, no
+    /// same-origin hedges: every hedge from a targets c.
+    fn half_budget_gate_with_one_peer() -> HedgeGate {
+        HedgeGate::new(
+            &params(&[
+                (
+                    "HEDGE_ORIGINS",
+                    r#"[{"name":"a","url":"http://a"},{"name":"c","url":"http://c"}]"#,
+                ),
+                ("HEDGE_BUDGET_PERCENT", "50"),
+                ("HEDGE_BUDGET_MAX_TOKENS", "1"),
+                ("HEDGE_BUDGET_FLOOR_PER_SEC", "0"),
+                ("HEDGE_SAME_ORIGIN_HEDGE", "false"),
+            ]),
+            0.0,
+        )
+    }
+
+    /// Hedges permitted for 1,000 eligible requests from a, one per ms from `start`.
+    fn hedges_per_1000(gate: &mut HedgeGate, start: f64) -> usize {
+        (0..1_000)
+            .filter(|i| {
+                let now = start + f64::from(*i);
+                gate.deposit(now);
+                gate.permit(0, now, true).is_ok()
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_5xx_burst_cuts_hedges_to_the_reduced_budget_and_they_recover() {
+        let mut gate = half_budget_gate_with_one_peer();
+        assert!(hedges_per_1000(&mut gate, 0.0) >= 490);
+        // c answers 5% of its requests with 5xx: its hedges drop to 5%.
+        for i in 0..100 {
+            let outcome = if i % 20 == 0 {
+                Outcome::ServerError
+            } else {
+                Outcome::Success
+            };
+            gate.record(1, outcome, 2_000.0);
+        }
+        let snapshot = gate.origin_snapshot(1, 2_000.0).expect("origin c");
+        assert_eq!(snapshot.budget, BudgetLevel::Reduced(5.0));
+        assert_eq!(snapshot.window.server_error_rate, Some(0.05));
+        assert!(
+            snapshot.healthy,
+            "a 5% 5xx rate reduces the budget, it does not degrade"
+        );
+        assert!(
+            gate.origin_snapshot(2, 2_000.0).is_none(),
+            "no third origin"
+        );
+        let reduced = hedges_per_1000(&mut gate, 2_000.0);
+        assert!((40..=60).contains(&reduced), "{reduced}");
+        // A minute on, the errors have left the window: the full budget again.
+        for _ in 0..100 {
+            gate.record(1, Outcome::Success, 63_000.0);
+        }
+        assert!(hedges_per_1000(&mut gate, 63_000.0) >= 490);
+    }
+
+    #[test]
+    fn a_quiet_isolate_holds_back_from_an_origin_the_pop_sees_erroring() {
+        let mut gate = half_budget_gate_with_one_peer();
+        gate.deposit(1_000.0);
+        gate.deposit(1_000.0);
+        // This isolate has seen nothing of c; the PoP saw 30% 5xx over 100 answers.
+        gate.note_pop_rates(&[(1, 0.3, 100)], 1_000.0);
+        assert_eq!(gate.pop_5xx_rate(1, 1_000.0), Some(0.3));
+        assert_eq!(gate.permit(0, 1_000.0, true), Err(HedgeDenied::NoTarget));
+        assert_eq!(
+            gate.origin_snapshot(1, 1_000.0).map(|s| s.budget),
+            Some(BudgetLevel::Stopped)
+        );
+        // 5% across the PoP: the reduced budget (5%), not this isolate's 50%.
+        gate.note_pop_rates(&[(1, 0.05, 100)], 2_000.0);
+        let reduced = hedges_per_1000(&mut gate, 2_000.0);
+        assert!((40..=60).contains(&reduced), "{reduced}");
+        // A rate over too few answers, or one a window old, is not used.
+        gate.note_pop_rates(&[(1, 1.0, 5)], 3_000.0);
+        assert_eq!(gate.pop_5xx_rate(1, 3_000.0), None);
+        gate.note_pop_rates(&[(1, 1.0, 100)], 4_000.0);
+        assert_eq!(gate.pop_5xx_rate(1, 64_000.0), None);
+        assert!(hedges_per_1000(&mut gate, 64_000.0) >= 490);
+    }
+
+    #[test]
+    fn the_stricter_of_local_and_pop_levels_wins() {
+        let full = BudgetLevel::Full;
+        let reduced = BudgetLevel::Reduced(5.0);
+        let stopped = BudgetLevel::Stopped;
+        assert_eq!(full.stricter(reduced), reduced);
+        assert_eq!(reduced.stricter(full), reduced);
+        assert_eq!(reduced.stricter(stopped), stopped);
+        assert_eq!(stopped.stricter(full), stopped);
+    }
+
+    #[test]
+    fn no_healthy_peer_and_no_same_origin_hedging_means_no_hedge() {
+        let mut gate = funded(HedgeGate::new(
+            &params(&[
+                ("HEDGE_ORIGINS", r#"[{"name":"a","url":"http://a"}]"#),
+                ("HEDGE_SAME_ORIGIN_HEDGE", "false"),
+            ]),
+            0.0,
+        ));
+        assert_eq!(gate.permit(0, 0.0, true), Err(HedgeDenied::NoTarget));
+    }
+}

@@ -1,0 +1,55 @@
+//! Why a request got no hedge: one enum from the decision to `Server-Timing`,
+//! the log line and the stats, so a reason has one name everywhere.
+
+use crate::admission::hedge_gate::HedgeDenied;
+use crate::request::eligibility::NotHedgeableReason;
+
+/// Why no hedge went out for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoHedge {
+    /// The request may not be sent twice (method, body, upgrade).
+    NotEligible(NotHedgeableReason),
+    /// The PoP as a whole is over the hedge budget.
+    PopOverBudget,
+    /// Hedging is off (`HEDGE_MODE=off`).
+    Off,
+    /// A hedge was wanted when the delay ran out (or after a fast failure)
+    /// but the gate refused it.
+    Denied(HedgeDenied),
+}
+
+impl NoHedge {
+    /// The name used in `Server-Timing` (`hedge-skip;desc=...`), logs and stats.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            NoHedge::NotEligible(reason) => reason.as_str(),
+            NoHedge::PopOverBudget => "pop_budget",
+            NoHedge::Off => "off",
+            NoHedge::Denied(denied) => denied.as_str(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_has_one_distinct_name() {
+        let all = [
+            NoHedge::NotEligible(NotHedgeableReason::NotIdempotent),
+            NoHedge::NotEligible(NotHedgeableReason::BodyTooLarge),
+            NoHedge::NotEligible(NotHedgeableReason::Upgrade),
+            NoHedge::NotEligible(NotHedgeableReason::HeldBodiesFull),
+            NoHedge::PopOverBudget,
+            NoHedge::Off,
+            NoHedge::Denied(HedgeDenied::Budget),
+            NoHedge::Denied(HedgeDenied::PrimaryErroring),
+            NoHedge::Denied(HedgeDenied::NoTarget),
+        ];
+        let mut names: Vec<&str> = all.iter().map(NoHedge::as_str).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all.len(), "{names:?}");
+    }
+}

@@ -1,0 +1,207 @@
+//! Per (primary origin, route key) counters for the stats endpoint: requests,
+//! hedges sent and won, errors, and origin work spent on losers.
+//!
+//! Bounded like the estimator: at most `max_keys` keys; requests on further
+//! keys are counted under one overflow entry, so a flood of distinct routes
+//! cannot grow the table. Counters are totals since the isolate started, so
+//! keys are never idle-evicted.
+
+use crate::capped_map::CappedMap;
+
+/// What one finished request contributes.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RaceSummary {
+    /// A hedge went out.
+    pub hedge_sent: bool,
+    /// The hedge's answer was the one served.
+    pub hedge_won: bool,
+    /// The client got a 5xx (the origin's or ours) or no origin answer.
+    pub error: bool,
+    /// Milliseconds of origin work on legs cut short (losers, timeouts).
+    pub wasted_ms: f64,
+    /// Milliseconds of origin work on every leg.
+    pub origin_ms: f64,
+}
+
+/// Counters of one key.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RouteCounters {
+    /// Requests.
+    pub requests: u64,
+    /// Hedges sent.
+    pub hedges_sent: u64,
+    /// Hedges whose answer was served.
+    pub hedges_won: u64,
+    /// Requests that ended in a 5xx or without an origin answer.
+    pub errors: u64,
+    /// Origin work on legs cut short, ms.
+    pub wasted_ms: f64,
+    /// Origin work on all legs, ms.
+    pub origin_ms: f64,
+}
+
+impl RouteCounters {
+    fn add(&mut self, s: &RaceSummary) {
+        self.requests += 1;
+        self.hedges_sent += u64::from(s.hedge_sent);
+        self.hedges_won += u64::from(s.hedge_won);
+        self.errors += u64::from(s.error);
+        self.wasted_ms += s.wasted_ms.max(0.0);
+        self.origin_ms += s.origin_ms.max(0.0);
+    }
+}
+
+/// Counters for every tracked key, plus the overflow.
+#[derive(Debug)]
+pub struct RouteStats {
+    keys: CappedMap<(usize, String), RouteCounters>,
+    overflow: RouteCounters,
+}
+
+// === impl RouteStats ===
+
+impl RouteStats {
+    /// Empty, holding at most `max_keys` keys.
+    pub fn new(max_keys: usize) -> Self {
+        Self {
+            keys: CappedMap::new(max_keys, f64::INFINITY),
+            overflow: RouteCounters::default(),
+        }
+    }
+
+    /// Counts one request whose primary was `origin`.
+    pub fn record(&mut self, origin: usize, route: &str, summary: &RaceSummary) {
+        let key = (origin, route.to_string());
+        match self
+            .keys
+            .get_or_insert_with(key, 0.0, RouteCounters::default)
+        {
+            Some(counters) => counters.add(summary),
+            None => self.overflow.add(summary),
+        }
+    }
+
+    /// The tracked keys, in no particular order (a sort here would add
+    /// ~3 KB to the compressed Worker for a page read by programs).
+    pub fn keys(&self) -> impl Iterator<Item = (&(usize, String), &RouteCounters)> {
+        self.keys.iter()
+    }
+
+    /// Requests on keys beyond the bound.
+    pub fn overflow(&self) -> &RouteCounters {
+        &self.overflow
+    }
+
+    /// Number of keys tracked.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether nothing was recorded on a tracked key.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+/// Compares a presented secret with the expected one in time that does not
+/// depend on where they differ (only on the expected one's length).
+pub fn constant_time_eq(presented: &[u8], expected: &[u8]) -> bool {
+    let mut diff = u8::from(presented.len() != expected.len());
+    for (i, &e) in expected.iter().enumerate() {
+        // Reads past a short presented value compare against 0, never skip.
+        let p = presented.get(i).copied().unwrap_or(0);
+        diff |= p ^ e;
+    }
+    diff == 0
+}
+
+/// Whether an `Authorization` header carries `Bearer <token>`.
+pub fn bearer_matches(authorization: Option<&str>, token: &str) -> bool {
+    let presented = authorization
+        .and_then(|h| {
+            let (scheme, rest) = h.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(rest.trim())
+        })
+        .unwrap_or("");
+    constant_time_eq(presented.as_bytes(), token.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hedged(won: bool, wasted_ms: f64) -> RaceSummary {
+        RaceSummary {
+            hedge_sent: true,
+            hedge_won: won,
+            error: false,
+            wasted_ms,
+            origin_ms: 100.0,
+        }
+    }
+
+    #[test]
+    fn counts_hedges_wins_errors_and_wasted_work_per_key() {
+        let mut stats = RouteStats::new(8);
+        stats.record(0, "/api", &hedged(true, 40.0));
+        stats.record(0, "/api", &hedged(false, 10.0));
+        stats.record(
+            0,
+            "/api",
+            &RaceSummary {
+                error: true,
+                ..RaceSummary::default()
+            },
+        );
+        let (_, c) = stats.keys().next().unwrap();
+        assert_eq!(
+            (c.requests, c.hedges_sent, c.hedges_won, c.errors),
+            (3, 2, 1, 1)
+        );
+        assert_eq!((c.wasted_ms, c.origin_ms), (50.0, 200.0));
+    }
+
+    #[test]
+    fn keys_beyond_the_bound_go_to_the_overflow() {
+        let mut stats = RouteStats::new(2);
+        for i in 0..100_000 {
+            stats.record(0, &format!("/p{i}"), &RaceSummary::default());
+        }
+        assert_eq!(stats.len(), 2);
+        assert_eq!(stats.overflow().requests, 99_998);
+    }
+
+    #[test]
+    fn bearer_token_must_match_exactly() {
+        let token = "s3cret-token-0123456789";
+        assert!(bearer_matches(
+            Some("Bearer s3cret-token-0123456789"),
+            token
+        ));
+        assert!(bearer_matches(
+            Some("bearer  s3cret-token-0123456789 "),
+            token
+        ));
+        for wrong in [
+            None,
+            Some(""),
+            Some("Bearer"),
+            Some("Bearer s3cret-token-012345678"),
+            Some("Bearer s3cret-token-01234567890"),
+            Some("Bearer S3cret-token-0123456789"),
+            Some("Basic s3cret-token-0123456789"),
+            Some("s3cret-token-0123456789"),
+        ] {
+            assert!(!bearer_matches(wrong, token), "{wrong:?}");
+        }
+    }
+
+    #[test]
+    fn constant_time_eq_handles_every_length() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"ab", b"abc"));
+        assert!(!constant_time_eq(b"abcd", b"abc"));
+        assert!(!constant_time_eq(b"", b"abc"));
+        assert!(constant_time_eq(b"", b""));
+    }
+}

@@ -1,0 +1,461 @@
+//! The PoP aggregator's state: every isolate's pushes merged into windowed
+//! latency sketches per (origin, route key), the PoP-wide hedge fraction and
+//! per-origin 5xx rates. Plain Rust; the Durable Object around it
+//! (`edge::pop_object`) only stores records and answers requests.
+//!
+//! Bounded: at most `max_keys` keys; a key no push has named for `idle_ms`
+//! is forgotten (by [`PopAggregate::sweep`], run from the object's alarm, or
+//! when room is needed). A full table leaves new keys untracked (their
+//! replies carry no PoP quantile) rather than evicting live ones.
+
+use std::collections::BTreeMap;
+
+use crate::capped_map::CappedMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::estimation::sketch::{BucketCounts, LatencySketch};
+use crate::estimation::window::{SlidingWindow, WindowParams, WindowSlot, WindowedSketch};
+use crate::pop::push::{
+    KeyDelta, KeyQuantile, OriginRate, Push, PushError, PushReply, SparseBucket, PUSH_VERSION,
+};
+
+/// Aggregator limits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PopParams {
+    /// The window the PoP quantiles and rates cover.
+    pub window: WindowParams,
+    /// Most (origin, route key) sketches held.
+    pub max_keys: usize,
+    /// A key no push names for this long is forgotten.
+    pub idle_ms: f64,
+}
+
+/// (origin name, route key).
+pub type PopKey = (String, String);
+
+/// Two counters that add up in a sliding window.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pair(u64, u64);
+
+impl WindowSlot for Pair {
+    fn add(&mut self, other: &Self) {
+        self.0 = self.0.saturating_add(other.0);
+        self.1 = self.1.saturating_add(other.1);
+    }
+    fn subtract(&mut self, other: &Self) {
+        self.0 = self.0.saturating_sub(other.0);
+        self.1 = self.1.saturating_sub(other.1);
+    }
+    fn is_empty(&self) -> bool {
+        self.0 == 0 && self.1 == 0
+    }
+}
+
+/// A [`Pair`] window's stored form: epoch -> (a, b).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct StoredPair {
+    slots: BTreeMap<i64, (u64, u64)>,
+}
+
+impl StoredPair {
+    fn of(window: &SlidingWindow<Pair>) -> Self {
+        let slots = window
+            .slots_as_of_last_update()
+            .into_iter()
+            .map(|(e, pair)| (e, (pair.0, pair.1)))
+            .collect();
+        Self { slots }
+    }
+
+    fn into_window(self, params: WindowParams, now_ms: f64) -> SlidingWindow<Pair> {
+        let slots = self.slots.into_iter().map(|(e, (a, b))| (e, Pair(a, b)));
+        SlidingWindow::from_slots(params, now_ms, slots)
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct KeyRecord {
+    last_used_ms: f64,
+    /// (epoch, [index, completed, censored]...)
+    slots: Vec<(i64, Vec<SparseBucket>)>,
+}
+
+#[derive(Debug)]
+struct Counters {
+    /// eligible, hedges
+    hedges: SlidingWindow<Pair>,
+    /// origin -> (responses, 5xx)
+    origins: BTreeMap<String, SlidingWindow<Pair>>,
+    pushes: u64,
+    push_bytes: u64,
+}
+
+/// [`Counters`]' stored form (unchanged since counters were first stored).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct CountersRecord {
+    hedges: StoredPair,
+    origins: BTreeMap<String, StoredPair>,
+    pushes: u64,
+    push_bytes: u64,
+}
+
+/// Everything one PoP aggregator knows.
+#[derive(Debug)]
+pub struct PopAggregate {
+    params: PopParams,
+    keys: CappedMap<PopKey, WindowedSketch>,
+    counters: Counters,
+}
+
+// === impl PopAggregate ===
+
+impl PopAggregate {
+    /// Empty state.
+    pub fn new(params: PopParams) -> Self {
+        Self {
+            params,
+            keys: CappedMap::new(params.max_keys, params.idle_ms),
+            counters: Counters {
+                hedges: SlidingWindow::new(params.window, 0.0),
+                origins: BTreeMap::new(),
+                pushes: 0,
+                push_bytes: 0,
+            },
+        }
+    }
+
+    /// Keys held.
+    pub fn key_count(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Samples inside the window, over every key.
+    pub fn sample_count(&mut self, now_ms: f64) -> u64 {
+        self.keys
+            .values_mut()
+            .map(|window| window.count(now_ms))
+            .sum()
+    }
+
+    /// Pushes applied since the state began (it survives restarts).
+    pub fn pushes(&self) -> u64 {
+        self.counters.pushes
+    }
+
+    /// Bytes of the pushes applied.
+    pub fn push_bytes(&self) -> u64 {
+        self.counters.push_bytes
+    }
+
+    /// Merges a decoded push of `bytes` bytes received at `now_ms`, and
+    /// answers it. Returns the keys whose state changed (to be stored).
+    pub fn apply(&mut self, push: &Push, bytes: usize, now_ms: f64) -> (PushReply, Vec<PopKey>) {
+        let window = self.params.window;
+        self.counters.pushes += 1;
+        self.counters.push_bytes += bytes as u64;
+        let pair = Pair(push.eligible, push.hedges);
+        self.counters.hedges.update(now_ms, |p| p.add(&pair));
+        for origin in &push.origins {
+            self.counters
+                .origins
+                .entry(origin.origin.clone())
+                .or_insert_with(|| SlidingWindow::new(window, now_ms))
+                .update(now_ms, |p| {
+                    p.add(&Pair(origin.responses, origin.errors_5xx))
+                });
+        }
+        let mut touched = Vec::new();
+        let mut keys = Vec::with_capacity(push.keys.len());
+        for delta in &push.keys {
+            let key = (delta.origin.clone(), delta.route.clone());
+            let state_window = self.params.window;
+            let answer = match self.keys.get_or_insert_with(key.clone(), now_ms, || {
+                WindowedSketch::new(state_window, now_ms)
+            }) {
+                Some(window) => {
+                    if !delta.buckets.is_empty() {
+                        window.merge(&delta.sketch(), now_ms);
+                    }
+                    let samples = window.count(now_ms);
+                    let value_ms = window.quantile(push.quantile, now_ms);
+                    touched.push(key);
+                    (value_ms, samples)
+                }
+                None => (None, 0),
+            };
+            keys.push(KeyQuantile {
+                origin: delta.origin.clone(),
+                route: delta.route.clone(),
+                value_ms: answer.0,
+                samples: answer.1,
+            });
+        }
+        let reply = PushReply {
+            version: PUSH_VERSION,
+            keys,
+            hedge_fraction: self.hedge_fraction(now_ms),
+            eligible: self.counters.hedges.total(now_ms).0,
+            origins: self.origin_rates(now_ms),
+        };
+        (reply, touched)
+    }
+
+    /// Hedges per eligible request over the window (0 without traffic).
+    pub fn hedge_fraction(&mut self, now_ms: f64) -> f64 {
+        let Pair(eligible, hedges) = *self.counters.hedges.total(now_ms);
+        if eligible == 0 {
+            0.0
+        } else {
+            hedges as f64 / eligible as f64
+        }
+    }
+
+    /// Responses and 5xx rate per origin over the window.
+    pub fn origin_rates(&mut self, now_ms: f64) -> Vec<OriginRate> {
+        self.counters
+            .origins
+            .iter_mut()
+            .map(|(name, pair)| {
+                let Pair(responses, errors) = *pair.total(now_ms);
+                OriginRate {
+                    origin: name.clone(),
+                    responses,
+                    rate_5xx: if responses == 0 {
+                        0.0
+                    } else {
+                        errors as f64 / responses as f64
+                    },
+                }
+            })
+            .collect()
+    }
+
+    /// Forgets keys idle for `idle_ms` and origins with nothing in the
+    /// window; returns the forgotten keys (to delete from storage).
+    pub fn sweep(&mut self, now_ms: f64) -> Vec<PopKey> {
+        let forgotten = self.keys.forget_idle(now_ms);
+        self.counters
+            .origins
+            .retain(|_, pair| !pair.total(now_ms).is_empty());
+        self.counters.hedges.total(now_ms);
+        forgotten
+    }
+
+    /// The stored form of one key's state.
+    pub fn export_key(&mut self, key: &PopKey, now_ms: f64) -> Option<String> {
+        let last_used_ms = self.keys.last_used_ms(key)?;
+        let window = self.keys.get_mut(key, f64::NEG_INFINITY)?;
+        let record = KeyRecord {
+            last_used_ms,
+            slots: window
+                .slots(now_ms)
+                .into_iter()
+                .map(|(e, sketch)| (e, KeyDelta::new("", "", sketch).buckets))
+                .collect(),
+        };
+        serde_json::to_string(&record).ok()
+    }
+
+    /// Restores one key from its stored form (at start-up).
+    pub fn import_key(&mut self, key: PopKey, record: &str, now_ms: f64) -> Result<(), PushError> {
+        let record: KeyRecord = serde_json::from_str(record)
+            .map_err(|e| PushError(format!("stored key {}{}: {e}", key.0, key.1)))?;
+        let slots = record.slots.into_iter().map(|(e, buckets)| {
+            let mut sketch = LatencySketch::new();
+            for (index, completed, censored) in buckets {
+                sketch.add_counts(
+                    index,
+                    BucketCounts {
+                        completed,
+                        censored,
+                    },
+                );
+            }
+            (e, sketch)
+        });
+        let window = WindowedSketch::from_slots(self.params.window, now_ms, slots);
+        // A restored key beyond the cap is left out, as a new one would be.
+        self.keys.restore(key, window, record.last_used_ms, now_ms);
+        Ok(())
+    }
+
+    /// The stored form of the counters.
+    pub fn export_counters(&self) -> String {
+        let record = CountersRecord {
+            hedges: StoredPair::of(&self.counters.hedges),
+            origins: (self.counters.origins.iter())
+                .map(|(name, pair)| (name.clone(), StoredPair::of(pair)))
+                .collect(),
+            pushes: self.counters.pushes,
+            push_bytes: self.counters.push_bytes,
+        };
+        serde_json::to_string(&record).unwrap_or_default()
+    }
+
+    /// Restores the counters (at start-up).
+    pub fn import_counters(&mut self, record: &str, now_ms: f64) -> Result<(), PushError> {
+        let record: CountersRecord =
+            serde_json::from_str(record).map_err(|e| PushError(format!("stored counters: {e}")))?;
+        let window = self.params.window;
+        self.counters = Counters {
+            hedges: record.hedges.into_window(window, now_ms),
+            origins: (record.origins.into_iter())
+                .map(|(name, pair)| (name, pair.into_window(window, now_ms)))
+                .collect(),
+            pushes: record.pushes,
+            push_bytes: record.push_bytes,
+        };
+        Ok(())
+    }
+
+    /// The PoP quantile of one key, without a push (for stats).
+    pub fn quantile(&mut self, key: &PopKey, q: f64, now_ms: f64) -> Option<f64> {
+        self.keys
+            .get_mut(key, f64::NEG_INFINITY)?
+            .quantile(q, now_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimation::sketch::{Sample, RELATIVE_ERROR};
+    use crate::pop::push::OriginDelta;
+
+    fn params() -> PopParams {
+        PopParams {
+            window: WindowParams {
+                window_ms: 60_000.0,
+                sub_windows: 6,
+            },
+            max_keys: 2,
+            idle_ms: 120_000.0,
+        }
+    }
+
+    fn push_of(route: &str, values: impl IntoIterator<Item = f64>) -> Push {
+        let mut sketch = LatencySketch::new();
+        for v in values {
+            sketch.record(Sample::Completed(v));
+        }
+        Push {
+            version: PUSH_VERSION,
+            quantile: 0.95,
+            eligible: 100,
+            hedges: 10,
+            keys: vec![KeyDelta::new("a", route, &sketch)],
+            origins: vec![OriginDelta {
+                origin: "a".into(),
+                responses: 100,
+                errors_5xx: 3,
+            }],
+        }
+    }
+
+    /// A deterministic heavy-tailed sample: mostly 20-60 ms, 5% up to 900 ms.
+    fn latencies(n: usize, seed: u64) -> Vec<f64> {
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+                if u < 0.95 {
+                    20.0 + 40.0 * u
+                } else {
+                    100.0 + 16_000.0 * (u - 0.95)
+                }
+            })
+            .collect()
+    }
+
+    fn exact_quantile(values: &[f64], q: f64) -> f64 {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let rank = ((q * sorted.len() as f64).ceil() as usize).max(1);
+        sorted[rank - 1]
+    }
+
+    #[test]
+    fn merging_two_halves_gives_the_quantiles_of_the_whole() {
+        let all = latencies(20_000, 7);
+        let (first, second) = all.split_at(all.len() / 2);
+        let mut pop = PopAggregate::new(params());
+        pop.apply(&push_of("/r", first.iter().copied()), 0, 1_000.0);
+        let (reply, _) = pop.apply(&push_of("/r", second.iter().copied()), 0, 2_000.0);
+        assert_eq!(reply.keys[0].samples, 20_000);
+        for q in [0.5, 0.9, 0.95, 0.99, 0.999] {
+            let got = pop
+                .quantile(&("a".into(), "/r".into()), q, 2_000.0)
+                .unwrap();
+            let exact = exact_quantile(&all, q);
+            let error = (got - exact).abs() / exact;
+            assert!(error <= RELATIVE_ERROR, "q {q}: {got} vs {exact} ({error})");
+        }
+    }
+
+    #[test]
+    fn reply_carries_hedge_fraction_and_origin_5xx_rate() {
+        let mut pop = PopAggregate::new(params());
+        let (reply, touched) = pop.apply(&push_of("/r", [10.0]), 250, 0.0);
+        assert_eq!(reply.hedge_fraction, 0.1);
+        assert_eq!(reply.origins[0].rate_5xx, 0.03);
+        assert_eq!(touched, vec![("a".to_string(), "/r".to_string())]);
+        assert_eq!((pop.pushes(), pop.push_bytes()), (1, 250));
+    }
+
+    #[test]
+    fn window_rotation_drops_old_pushes() {
+        let mut pop = PopAggregate::new(params());
+        pop.apply(&push_of("/r", [10.0; 10]), 0, 0.0);
+        let (reply, _) = pop.apply(&push_of("/r", []), 0, 30_000.0);
+        assert_eq!(reply.keys[0].samples, 10);
+        let (reply, _) = pop.apply(&push_of("/r", []), 0, 61_000.0);
+        assert_eq!(reply.keys[0].samples, 0);
+        assert_eq!(reply.keys[0].value_ms, None);
+        // The 0.0 push's counters have left the window too; 30 s and 61 s remain.
+        assert_eq!(reply.eligible, 200);
+    }
+
+    #[test]
+    fn idle_keys_are_evicted_and_a_full_table_leaves_new_keys_untracked() {
+        let mut pop = PopAggregate::new(params());
+        pop.apply(&push_of("/a", [10.0]), 0, 0.0);
+        pop.apply(&push_of("/b", [10.0]), 0, 100_000.0);
+        let (reply, touched) = pop.apply(&push_of("/c", [10.0]), 0, 110_000.0);
+        assert_eq!(reply.keys[0].value_ms, None, "table full, nothing idle");
+        assert!(touched.is_empty());
+        assert_eq!(
+            pop.sweep(120_000.0),
+            vec![("a".to_string(), "/a".to_string())]
+        );
+        let (reply, _) = pop.apply(&push_of("/c", [10.0]), 0, 121_000.0);
+        assert!(reply.keys[0].value_ms.is_some());
+        assert_eq!(pop.key_count(), 2);
+    }
+
+    #[test]
+    fn state_survives_export_and_import() {
+        let mut pop = PopAggregate::new(params());
+        pop.apply(&push_of("/r", latencies(1_000, 3)), 100, 5_000.0);
+        let key = ("a".to_string(), "/r".to_string());
+        let stored_key = pop.export_key(&key, 5_000.0).unwrap();
+        let stored_counters = pop.export_counters();
+        let mut restarted = PopAggregate::new(params());
+        restarted
+            .import_key(key.clone(), &stored_key, 6_000.0)
+            .unwrap();
+        restarted
+            .import_counters(&stored_counters, 6_000.0)
+            .unwrap();
+        assert_eq!(
+            restarted.quantile(&key, 0.95, 6_000.0),
+            pop.quantile(&key, 0.95, 6_000.0)
+        );
+        assert_eq!(restarted.hedge_fraction(6_000.0), 0.1);
+        assert_eq!(restarted.pushes(), 1);
+        assert!(restarted.import_key(key, "{not json", 0.0).is_err());
+    }
+}

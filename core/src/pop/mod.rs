@@ -1,0 +1,6 @@
+//! PoP-wide aggregation: isolates push what they saw to one aggregator (a
+//! Durable Object) and blend its reply into their own estimates.
+
+pub mod aggregate;
+pub mod client;
+pub mod push;

@@ -1,0 +1,620 @@
+//! The event loop: arrivals, legs at origins, hedge timers and deadlines on
+//! one virtual clock, every decision made by each isolate's [`Hedger`].
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use super::origin::{Job, Origin};
+use super::rng::Rng;
+use super::scenario::Scenario;
+use crate::config::{self, ConfigError};
+use crate::hedger::{Action, Hedger, RaceEnd, RaceIo, RaceState};
+use crate::pop::aggregate::PopAggregate;
+use crate::pop::client::origin_rates;
+use crate::pop::push::{Push, PushReply};
+use crate::race::Leg;
+use crate::request::eligibility::Eligibility;
+
+/// One configuration to run: a name for the report and its `HEDGE_*` vars
+/// (`HEDGE_ORIGINS` is filled in from the scenario).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Configuration {
+    /// Its row label.
+    pub name: String,
+    /// `HEDGE_*` vars on top of the defaults.
+    pub vars: BTreeMap<String, String>,
+}
+
+/// What to simulate.
+#[derive(Debug, Clone)]
+pub struct SimParams {
+    /// The origins.
+    pub scenario: Scenario,
+    /// Arrivals per second, PoP-wide.
+    pub rate_rps: f64,
+    /// Measured seconds (after the warm-up).
+    pub seconds: f64,
+    /// Seconds run before measuring.
+    pub warmup_seconds: f64,
+    /// Isolates the arrivals are spread over (uniformly at random).
+    pub isolates: usize,
+    /// Poisson arrivals (else evenly spaced).
+    pub poisson: bool,
+    /// The same seed gives the same numbers.
+    pub seed: u64,
+    /// Time the Worker itself adds to every request, ms (workerd: ~1.5).
+    pub worker_overhead_ms: f64,
+    /// The PoP aggregator, with its round trip in ms; `None`: isolates work alone.
+    pub aggregator_rtt_ms: Option<f64>,
+    /// Route keys the requests are spread over, uniformly (`/r0`, `/r1`, ...).
+    pub routes: usize,
+}
+
+/// What one configuration's run measured (after the warm-up).
+#[derive(Debug, Clone, Default)]
+pub struct RunResult {
+    /// Client-seen latency of every measured request, ms.
+    pub latencies_ms: Vec<f64>,
+    /// Measured requests.
+    pub requests: u64,
+    /// Hedges (or retries) sent for them.
+    pub hedges: u64,
+    /// Requests the hedge's answer served.
+    pub hedge_wins: u64,
+    /// Legs aborted before they answered.
+    pub aborted: u64,
+    /// Origin time spent on all legs, ms.
+    pub origin_work_ms: f64,
+    /// Origin time spent on legs later aborted, ms.
+    pub wasted_ms: f64,
+    /// Legs sent to each origin.
+    pub per_origin: Vec<u64>,
+    /// Requests the client saw fail (5xx, 502 for both failed, 504).
+    pub errors: u64,
+    /// Requests simulated in all (warm-up included).
+    pub simulated: u64,
+    /// Pushes the aggregator merged.
+    pub pushes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Event {
+    Arrive,
+    /// A leg's answer reaches the PoP.
+    Answer {
+        req: u32,
+        leg: u8,
+    },
+    /// A leg reaches its origin (it queues or starts).
+    AtOrigin {
+        req: u32,
+        leg: u8,
+    },
+    /// A worker at this origin finishes a job.
+    WorkerFree {
+        origin: u8,
+    },
+    Timer {
+        req: u32,
+    },
+    Deadline {
+        req: u32,
+    },
+    /// An isolate's push reaches the aggregator.
+    PushArrives {
+        push: u32,
+    },
+    /// The aggregator's reply reaches the isolate.
+    ReplyArrives {
+        push: u32,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Scheduled {
+    at: f64,
+    seq: u64,
+    event: Event,
+}
+
+impl Eq for Scheduled {}
+
+impl Ord for Scheduled {
+    // Earliest first (BinaryHeap is a max-heap); ties in scheduling order.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .at
+            .total_cmp(&self.at)
+            .then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// One leg's life at its origin.
+#[derive(Debug, Clone, Copy, Default)]
+struct LegSim {
+    origin: u8,
+    /// Started running at the origin (`None`: still queued or never sent).
+    started_ms: Option<f64>,
+    status: u16,
+    /// Aborted by the race (the origin may still be working on it).
+    aborted: bool,
+    sent: bool,
+}
+
+#[derive(Debug)]
+struct Request {
+    isolate: u32,
+    arrival_ms: f64,
+    measured: bool,
+    race: Option<RaceState>,
+    legs: [LegSim; 2],
+}
+
+struct Sim<'a> {
+    params: &'a SimParams,
+    now: f64,
+    seq: u64,
+    queue: BinaryHeap<Scheduled>,
+    hedgers: Vec<Hedger>,
+    origins: Vec<Origin>,
+    requests: Vec<Request>,
+    rng: Rng,
+    result: RunResult,
+    measure_from_ms: f64,
+    aggregator: Option<PopAggregate>,
+    /// Pushes in flight: (isolate, push, its size, the reply once made).
+    pushes: Vec<PushInFlight>,
+    origin_names: Vec<String>,
+    route_names: Vec<String>,
+}
+
+/// A push between an isolate and the aggregator.
+type PushInFlight = (u32, Option<Push>, usize, Option<PushReply>);
+
+const GET: Eligibility = Eligibility::Hedgeable {
+    buffer_body: false,
+    keyed: false,
+};
+
+/// Runs `configuration` on `params`; the same inputs give the same result.
+pub fn run(
+    params: &SimParams,
+    configuration: &Configuration,
+) -> Result<RunResult, Vec<ConfigError>> {
+    let mut vars = configuration.vars.clone();
+    let origins: Vec<String> = (0..params.scenario.origins.len())
+        .map(|i| format!(r#"{{"name":"o{i}","url":"http://o{i}.sim","zone":"z{i}"}}"#))
+        .collect();
+    vars.insert("HEDGE_ORIGINS".into(), format!("[{}]", origins.join(",")));
+    let hedge_params = config::parse(&vars)?;
+    let mut sim = Sim {
+        params,
+        now: 0.0,
+        seq: 0,
+        queue: BinaryHeap::new(),
+        hedgers: (0..params.isolates.max(1))
+            .map(|_| {
+                Hedger::new(
+                    hedge_params.clone(),
+                    params.aggregator_rtt_ms.is_some(),
+                    0.0,
+                )
+            })
+            .collect(),
+        aggregator: params
+            .aggregator_rtt_ms
+            .map(|_| PopAggregate::new(hedge_params.pop.aggregate)),
+        pushes: Vec::new(),
+        origin_names: (0..params.scenario.origins.len())
+            .map(|i| format!("o{i}"))
+            .collect(),
+        route_names: (0..params.routes.max(1))
+            .map(|i| format!("/r{i}"))
+            .collect(),
+        origins: params
+            .scenario
+            .origins
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| Origin::new(spec.clone(), params.seed, i as u64))
+            .collect(),
+        requests: Vec::new(),
+        rng: Rng::new(params.seed, 1),
+        result: RunResult {
+            per_origin: vec![0; params.scenario.origins.len()],
+            ..RunResult::default()
+        },
+        measure_from_ms: params.warmup_seconds * 1000.0,
+    };
+    let end_ms = (params.warmup_seconds + params.seconds) * 1000.0;
+    sim.schedule(0.0, Event::Arrive);
+    while let Some(next) = sim.queue.pop() {
+        sim.now = next.at;
+        match next.event {
+            Event::Arrive => {
+                if sim.now < end_ms {
+                    sim.arrive();
+                    let gap = 1000.0 / params.rate_rps;
+                    let gap = if params.poisson {
+                        sim.rng.exponential(gap)
+                    } else {
+                        gap
+                    };
+                    sim.schedule(sim.now + gap, Event::Arrive);
+                }
+            }
+            Event::AtOrigin { req, leg } => sim.at_origin(req, leg),
+            Event::WorkerFree { origin } => sim.worker_free(origin),
+            Event::Answer { req, leg } => sim.answer(req, leg),
+            Event::Timer { req } => sim.on_race(req, |h, s, now| h.timer_fired(s, now)),
+            Event::Deadline { req } => sim.on_race(req, |h, s, now| h.deadline_passed(s, now)),
+            Event::PushArrives { push } => sim.push_arrives(push),
+            Event::ReplyArrives { push } => sim.reply_arrives(push),
+        }
+    }
+    sim.result.simulated = sim.requests.len() as u64;
+    Ok(sim.result)
+}
+
+impl Sim<'_> {
+    fn schedule(&mut self, at: f64, event: Event) {
+        self.seq += 1;
+        self.queue.push(Scheduled {
+            at,
+            seq: self.seq,
+            event,
+        });
+    }
+
+    fn arrive(&mut self) {
+        let isolate = self.rng.below(self.hedgers.len());
+        let route = self.rng.below(self.route_names.len());
+        let id = self.requests.len() as u32;
+        let now = self.now;
+        let hedger = &mut self.hedgers[isolate];
+        let plan = hedger.plan(GET, &self.route_names[route], now);
+        let delay = plan.delay.map(|d| d.delay_ms);
+        let primary = plan.primary;
+        let race = hedger.start(plan, now);
+        let timeout = hedger.params().timeout_ms;
+        self.requests.push(Request {
+            isolate: isolate as u32,
+            arrival_ms: now,
+            measured: now >= self.measure_from_ms,
+            race: Some(race),
+            legs: [LegSim::default(); 2],
+        });
+        self.send(id, Leg::Primary, primary);
+        if let Some(d) = delay {
+            self.schedule(now + d, Event::Timer { req: id });
+        }
+        self.schedule(now + timeout, Event::Deadline { req: id });
+    }
+
+    fn send(&mut self, req: u32, leg: Leg, origin: usize) {
+        let now = self.now;
+        let rtt = self.origins[origin].spec.rtt_ms;
+        let r = &mut self.requests[req as usize];
+        r.legs[leg.index()] = LegSim {
+            origin: origin as u8,
+            sent: true,
+            ..LegSim::default()
+        };
+        if r.measured {
+            self.result.per_origin[origin] += 1;
+        }
+        self.schedule(
+            now + rtt / 2.0,
+            Event::AtOrigin {
+                req,
+                leg: leg.index() as u8,
+            },
+        );
+    }
+
+    fn at_origin(&mut self, req: u32, leg: u8) {
+        let l = self.requests[req as usize].legs[leg as usize];
+        if l.aborted {
+            return; // aborted in flight: it never reached the origin
+        }
+        let origin = &mut self.origins[l.origin as usize];
+        if origin.has_free_worker() {
+            self.start_job(l.origin, (req, leg));
+        } else {
+            origin.queue.push_back((req, leg));
+        }
+    }
+
+    fn start_job(&mut self, origin: u8, (req, leg): Job) {
+        let now = self.now;
+        let o = &mut self.origins[origin as usize];
+        o.busy += 1;
+        let service = o.serve(now);
+        let rtt = o.spec.rtt_ms;
+        let l = &mut self.requests[req as usize].legs[leg as usize];
+        l.started_ms = Some(now);
+        l.status = service.status;
+        let done = now + service.duration_ms;
+        self.schedule(done, Event::WorkerFree { origin });
+        self.schedule(done + rtt / 2.0, Event::Answer { req, leg });
+    }
+
+    fn worker_free(&mut self, origin: u8) {
+        let o = &mut self.origins[origin as usize];
+        o.busy = o.busy.saturating_sub(1);
+        // An aborted request leaves the queue; one in service keeps its worker.
+        while let Some(job) = self.origins[origin as usize].queue.pop_front() {
+            if !self.requests[job.0 as usize].legs[job.1 as usize].aborted {
+                self.start_job(origin, job);
+                break;
+            }
+        }
+    }
+
+    fn answer(&mut self, req: u32, leg: u8) {
+        let r = &self.requests[req as usize];
+        let l = r.legs[leg as usize];
+        if l.aborted || r.race.is_none() {
+            return;
+        }
+        if r.measured {
+            self.result.origin_work_ms += l.started_ms.map_or(0.0, |s| self.now - s);
+        }
+        let status = l.status;
+        let leg = if leg == 0 { Leg::Primary } else { Leg::Hedge };
+        self.on_race(req, |h, s, now| h.leg_finished(s, leg, Ok(status), now));
+    }
+
+    /// Hands an event to the request's isolate and carries out the action.
+    fn on_race(
+        &mut self,
+        req: u32,
+        event: impl FnOnce(&mut Hedger, &mut RaceState, f64) -> Action,
+    ) {
+        let now = self.now;
+        let r = &mut self.requests[req as usize];
+        let Some(mut race) = r.race.take() else {
+            return; // the race is over
+        };
+        let hedger = &mut self.hedgers[r.isolate as usize];
+        let action = event(hedger, &mut race, now);
+        let mut intents = Intents::default();
+        let end = hedger.perform(&mut race, action, now, &mut intents);
+        // Carried out in the order the Hedger asked (in retry mode, the
+        // primary is aborted before the hedge goes out).
+        for intent in intents.list.into_iter().take(intents.len).flatten() {
+            match intent {
+                Intent::Abort(leg) => {
+                    if race.leg(leg).finished_ms.is_none() {
+                        self.abort(req, leg);
+                    }
+                }
+                Intent::SendHedge(origin) => self.send(req, Leg::Hedge, origin),
+            }
+        }
+        match end {
+            Some(end) => self.finish(req, &race, end),
+            None => self.requests[req as usize].race = Some(race),
+        }
+    }
+
+    fn abort(&mut self, req: u32, leg: Leg) {
+        let now = self.now;
+        let measured = self.requests[req as usize].measured;
+        let l = &mut self.requests[req as usize].legs[leg.index()];
+        if !l.sent || l.aborted {
+            return;
+        }
+        l.aborted = true;
+        if measured {
+            self.result.aborted += 1;
+            // Work done so far is wasted; a job in service keeps its worker
+            // (the origin finishes it), but the race no longer waits for it.
+            let worked = l.started_ms.map_or(0.0, |s| now - s);
+            self.result.wasted_ms += worked;
+            self.result.origin_work_ms += worked;
+        }
+    }
+
+    /// The race is over (its losers already aborted): books the request.
+    fn finish(&mut self, req: u32, race: &RaceState, end: RaceEnd) {
+        self.maybe_push(self.requests[req as usize].isolate);
+        let r = &self.requests[req as usize];
+        if !r.measured {
+            return;
+        }
+        let latency = self.now - r.arrival_ms + self.params.worker_overhead_ms;
+        let error = match end {
+            RaceEnd::Won(leg) => race.leg(leg).status.is_some_and(|s| s >= 500),
+            _ => true,
+        };
+        let res = &mut self.result;
+        res.requests += 1;
+        res.latencies_ms.push(latency);
+        res.hedges += u64::from(race.hedge_sent());
+        res.hedge_wins += u64::from(end == RaceEnd::Won(Leg::Hedge));
+        res.errors += u64::from(error);
+    }
+}
+
+// === the PoP aggregator ===
+
+impl Sim<'_> {
+    /// After a response went out, an isolate pushes if its schedule says so.
+    fn maybe_push(&mut self, isolate: u32) {
+        let Some(rtt) = self.params.aggregator_rtt_ms else {
+            return;
+        };
+        let now = self.now;
+        let hedger = &mut self.hedgers[isolate as usize];
+        if !hedger.pop.push_due(now) {
+            return;
+        }
+        let quantile = hedger.params().delay.quantile;
+        let push = hedger.pop.take_push(now, quantile, &self.origin_names);
+        let bytes = push.encode().len();
+        let id = self.pushes.len() as u32;
+        self.pushes.push((isolate, Some(push), bytes, None));
+        self.schedule(now + rtt / 2.0, Event::PushArrives { push: id });
+    }
+
+    fn push_arrives(&mut self, id: u32) {
+        let now = self.now;
+        let rtt = self.params.aggregator_rtt_ms.unwrap_or(0.0);
+        let (Some(aggregate), Some(slot)) =
+            (self.aggregator.as_mut(), self.pushes.get_mut(id as usize))
+        else {
+            return;
+        };
+        let Some(push) = slot.1.take() else {
+            return;
+        };
+        let (reply, _touched) = aggregate.apply(&push, slot.2, now);
+        slot.3 = Some(reply);
+        self.result.pushes += 1;
+        self.schedule(now + rtt / 2.0, Event::ReplyArrives { push: id });
+    }
+
+    fn reply_arrives(&mut self, id: u32) {
+        let now = self.now;
+        let Some((isolate, _, bytes, reply)) = self.pushes.get_mut(id as usize) else {
+            return;
+        };
+        let Some(reply) = reply.take() else {
+            return;
+        };
+        let hedger = &mut self.hedgers[*isolate as usize];
+        hedger
+            .pop
+            .push_succeeded(&reply, *bytes, now, &self.origin_names);
+        let rates = origin_rates(&reply, &self.origin_names);
+        hedger.gate.note_pop_rates(&rates, now);
+    }
+}
+
+/// What the Hedger asked of one event, carried out once it returns (the
+/// engine cannot act while the Hedger, one of its parts, is borrowed). At most
+/// three: abort the primary and send the hedge, or abort both legs.
+#[derive(Debug, Default)]
+struct Intents {
+    list: [Option<Intent>; 3],
+    len: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Intent {
+    Abort(Leg),
+    SendHedge(usize),
+}
+
+impl Intents {
+    fn push(&mut self, intent: Intent) {
+        if let Some(slot) = self.list.get_mut(self.len) {
+            *slot = Some(intent);
+            self.len += 1;
+        }
+    }
+}
+
+impl RaceIo for Intents {
+    fn abort(&mut self, leg: Leg) {
+        self.push(Intent::Abort(leg));
+    }
+
+    fn send_hedge(&mut self, origin: usize) -> bool {
+        // A modelled origin is always reachable.
+        self.push(Intent::SendHedge(origin));
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::scenario::scenario;
+
+    fn params(name: &str, seconds: f64) -> SimParams {
+        SimParams {
+            scenario: scenario(name).expect("known scenario"),
+            rate_rps: 200.0,
+            seconds,
+            warmup_seconds: 3.0,
+            isolates: 1,
+            poisson: false,
+            seed: 1,
+            worker_overhead_ms: 1.5,
+            aggregator_rtt_ms: None,
+            routes: 1,
+        }
+    }
+
+    fn config(pairs: &[(&str, &str)]) -> Configuration {
+        Configuration {
+            name: "test".into(),
+            vars: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_numbers() {
+        let p = params("heavy-tail", 5.0);
+        let a = run(&p, &config(&[])).expect("runs");
+        let b = run(&p, &config(&[])).expect("runs");
+        assert_eq!(a.latencies_ms, b.latencies_ms);
+        assert_eq!(a.hedges, b.hedges);
+        assert_eq!(a.requests, 1_000);
+    }
+
+    #[test]
+    fn hedging_off_sends_one_leg_per_request() {
+        let r = run(
+            &params("heavy-tail", 5.0),
+            &config(&[("HEDGE_MODE", "off")]),
+        )
+        .expect("runs");
+        assert_eq!(r.hedges, 0);
+        assert_eq!(r.per_origin.iter().sum::<u64>(), r.requests);
+    }
+
+    #[test]
+    fn adaptive_hedging_cuts_the_heavy_tail_within_budget() {
+        let p = params("heavy-tail", 15.0);
+        let mut off = run(&p, &config(&[("HEDGE_MODE", "off")])).expect("runs");
+        let mut on = run(&p, &config(&[])).expect("runs");
+        let p99 = |r: &mut RunResult| super::super::percentile(&mut r.latencies_ms, 0.99);
+        let (off99, on99) = (p99(&mut off), p99(&mut on));
+        assert!(on99 < 0.3 * off99, "p99 {on99} vs pass-through {off99}");
+        let extra = on.hedges as f64 / on.requests as f64;
+        assert!(extra <= 0.12, "extra load {extra}");
+    }
+
+    #[test]
+    fn a_pop_of_many_isolates_with_the_aggregator_holds_the_budget() {
+        let p = SimParams {
+            rate_rps: 2_000.0,
+            isolates: 100,
+            aggregator_rtt_ms: Some(5.0),
+            ..params("heavy-tail", 10.0)
+        };
+        let r = run(&p, &config(&[])).expect("runs");
+        assert!(r.pushes > 100, "{} pushes", r.pushes);
+        let extra = r.hedges as f64 / r.requests as f64;
+        assert!(extra <= 0.14, "extra load {extra}");
+    }
+
+    #[test]
+    fn a_queueing_origin_keeps_aborted_work_in_service() {
+        let r = run(&params("overload", 5.0), &config(&[])).expect("runs");
+        assert!(r.requests > 0);
+        assert!(r.wasted_ms <= r.origin_work_ms);
+    }
+}

@@ -1,0 +1,248 @@
+//! The PoP aggregator Durable Object: one per PoP (named from `cf.colo`).
+//! Merges isolates' pushes into [`PopAggregate`], keeps it in the object's
+//! SQLite storage so it survives eviction and restarts, and forgets idle keys
+//! from an alarm.
+//!
+//! `POST /push` takes a push and answers with the PoP view (400 with a JSON
+//! error for a bad body, which changes nothing); `GET /stats` reports what it
+//! holds.
+
+use std::cell::RefCell;
+
+use serde::{Deserialize, Serialize};
+use worker::{
+    console_warn, durable_object, DurableObject, Env, Method, Request, Response, SqlStorage, State,
+};
+
+use crate::edge::isolate;
+// The `#[durable_object]` expansion names `wasm_bindgen` by its bare path.
+use hedgehog_core::config;
+use hedgehog_core::pop::aggregate::{PopAggregate, PopKey, PopParams};
+use hedgehog_core::pop::push::{OriginRate, Push};
+use worker::wasm_bindgen;
+
+/// How often the alarm sweeps idle keys (at most; less when idle time is shorter).
+const SWEEP_EVERY_MS: f64 = 60_000.0;
+
+/// The PoP aggregator (exported to the runtime as the class `PopAggregator`).
+#[durable_object]
+pub struct PopAggregator {
+    state: State,
+    params: PopParams,
+    aggregate: RefCell<Option<PopAggregate>>,
+    alarm_set: RefCell<bool>,
+}
+
+impl std::fmt::Debug for PopAggregator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PopAggregator")
+            .field("params", &self.params)
+            .field("aggregate", &self.aggregate)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Deserialize)]
+struct KeyRow {
+    origin: String,
+    route: String,
+    record: String,
+}
+
+#[derive(Deserialize)]
+struct MetaRow {
+    record: String,
+}
+
+#[derive(Serialize)]
+struct ErrorJson<'a> {
+    error: &'a str,
+    message: String,
+}
+
+#[derive(Serialize)]
+struct StatsJson {
+    keys: usize,
+    samples: u64,
+    pushes: u64,
+    push_bytes: u64,
+    hedge_fraction: f64,
+    /// Per-origin responses and 5xx rate over the window.
+    origins: Vec<OriginRate>,
+}
+
+impl DurableObject for PopAggregator {
+    fn new(state: State, env: Env) -> Self {
+        // Same vars as the Worker; a configuration the Worker rejects leaves
+        // the aggregator on its defaults (the Worker pushes nothing then).
+        let params = config::parse(&isolate::read_vars(&env))
+            .map(|p| p.pop.aggregate)
+            .unwrap_or_else(|_| config::defaults().pop.aggregate);
+        Self {
+            state,
+            params,
+            aggregate: RefCell::new(None),
+            alarm_set: RefCell::new(false),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        let path = req.path();
+        match (req.method(), path.as_str()) {
+            (Method::Post, "/push") => {
+                let body = req.bytes().await?;
+                let push = match Push::decode(&body) {
+                    Ok(push) => push,
+                    Err(e) => {
+                        console_warn!("hedgehog-edge aggregator: {e}");
+                        return json(
+                            400,
+                            &ErrorJson {
+                                error: "invalid_push",
+                                message: e.to_string(),
+                            },
+                        );
+                    }
+                };
+                let now = worker::Date::now().as_millis() as f64;
+                let reply = self.with_aggregate(|sql, aggregate| {
+                    let (reply, touched) = aggregate.apply(&push, body.len(), now);
+                    save(sql, aggregate, &touched, now);
+                    reply
+                })?;
+                self.ensure_alarm().await;
+                Response::from_bytes(reply.encode()).map(|r| r.with_status(200))
+            }
+            (Method::Get, "/stats") => {
+                let now = worker::Date::now().as_millis() as f64;
+                let stats = self.with_aggregate(|_, aggregate| StatsJson {
+                    keys: aggregate.key_count(),
+                    samples: aggregate.sample_count(now),
+                    pushes: aggregate.pushes(),
+                    push_bytes: aggregate.push_bytes(),
+                    hedge_fraction: aggregate.hedge_fraction(now),
+                    origins: aggregate.origin_rates(now),
+                })?;
+                json(200, &stats)
+            }
+            _ => json(
+                404,
+                &ErrorJson {
+                    error: "not_found",
+                    message: format!("no {} {path} here; POST /push or GET /stats", req.method()),
+                },
+            ),
+        }
+    }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        let now = worker::Date::now().as_millis() as f64;
+        let remaining = self.with_aggregate(|sql, aggregate| {
+            for (origin, route) in aggregate.sweep(now) {
+                if let Err(e) = sql.exec(
+                    "DELETE FROM pop_keys WHERE origin = ? AND route = ?",
+                    vec![origin.into(), route.into()],
+                ) {
+                    console_warn!("hedgehog-edge aggregator: deleting a key: {e}");
+                }
+            }
+            save(sql, aggregate, &[], now);
+            aggregate.key_count()
+        })?;
+        *self.alarm_set.borrow_mut() = false;
+        if remaining > 0 {
+            self.ensure_alarm().await;
+        }
+        Response::ok("swept")
+    }
+}
+
+impl PopAggregator {
+    /// Runs `f` on the state, loading it from storage on first use. Storage
+    /// calls are synchronous, so no other request runs in between.
+    fn with_aggregate<R>(
+        &self,
+        f: impl FnOnce(&SqlStorage, &mut PopAggregate) -> R,
+    ) -> worker::Result<R> {
+        let sql = self.state.storage().sql();
+        let mut slot = self.aggregate.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(load(&sql, self.params)?);
+        }
+        let aggregate = slot.as_mut().ok_or("aggregate state missing")?;
+        Ok(f(&sql, aggregate))
+    }
+
+    async fn ensure_alarm(&self) {
+        if *self.alarm_set.borrow() {
+            return;
+        }
+        let storage = self.state.storage();
+        if matches!(storage.get_alarm().await, Ok(Some(_))) {
+            *self.alarm_set.borrow_mut() = true;
+            return;
+        }
+        let offset_ms = SWEEP_EVERY_MS.min(self.params.idle_ms) as i64;
+        match storage.set_alarm(offset_ms).await {
+            Ok(()) => *self.alarm_set.borrow_mut() = true,
+            Err(e) => console_warn!("hedgehog-edge aggregator: setting the alarm: {e}"),
+        }
+    }
+}
+
+fn load(sql: &SqlStorage, params: PopParams) -> worker::Result<PopAggregate> {
+    sql.exec(
+        "CREATE TABLE IF NOT EXISTS pop_keys (origin TEXT NOT NULL, route TEXT NOT NULL, \
+         record TEXT NOT NULL, PRIMARY KEY (origin, route))",
+        None,
+    )?;
+    sql.exec(
+        "CREATE TABLE IF NOT EXISTS pop_meta (name TEXT PRIMARY KEY, record TEXT NOT NULL)",
+        None,
+    )?;
+    let now = worker::Date::now().as_millis() as f64;
+    let mut aggregate = PopAggregate::new(params);
+    let rows: Vec<KeyRow> = sql
+        .exec("SELECT origin, route, record FROM pop_keys", None)?
+        .to_array()?;
+    for row in rows {
+        // A row that no longer parses is dropped rather than failing every push.
+        if let Err(e) = aggregate.import_key((row.origin, row.route), &row.record, now) {
+            console_warn!("hedgehog-edge aggregator: {e}");
+        }
+    }
+    let meta: Vec<MetaRow> = sql
+        .exec("SELECT record FROM pop_meta WHERE name = 'counters'", None)?
+        .to_array()?;
+    if let Some(row) = meta.first() {
+        if let Err(e) = aggregate.import_counters(&row.record, now) {
+            console_warn!("hedgehog-edge aggregator: {e}");
+        }
+    }
+    Ok(aggregate)
+}
+
+/// Writes the touched keys and the counters.
+fn save(sql: &SqlStorage, aggregate: &mut PopAggregate, touched: &[PopKey], now: f64) {
+    for key in touched {
+        let Some(record) = aggregate.export_key(key, now) else {
+            continue;
+        };
+        if let Err(e) = sql.exec(
+            "INSERT OR REPLACE INTO pop_keys (origin, route, record) VALUES (?, ?, ?)",
+            vec![key.0.clone().into(), key.1.clone().into(), record.into()],
+        ) {
+            console_warn!("hedgehog-edge aggregator: storing a key: {e}");
+        }
+    }
+    if let Err(e) = sql.exec(
+        "INSERT OR REPLACE INTO pop_meta (name, record) VALUES ('counters', ?)",
+        vec![aggregate.export_counters().into()],
+    ) {
+        console_warn!("hedgehog-edge aggregator: storing counters: {e}");
+    }
+}
+
+fn json<T: Serialize>(status: u16, body: &T) -> worker::Result<Response> {
+    Ok(Response::from_json(body)?.with_status(status))
+}

@@ -1,0 +1,124 @@
+//! Pushes an isolate's delta to its PoP aggregator (a Durable Object named
+//! from `cf.colo`) inside `ctx.wait_until`, after the response has gone out,
+//! and takes the reply into the isolate's view of the PoP.
+//!
+//! A push never delays a request: it is started after the response is built
+//! and runs in the background with its own timeout. Failures are logged,
+//! counted and back off (see [`hedgehog_core::pop::client`]).
+
+use std::time::Duration;
+
+use futures::future::{select, Either};
+use futures::FutureExt;
+use worker::js_sys::{Reflect, Uint8Array};
+use worker::wasm_bindgen::JsValue;
+use worker::{console_warn, web_sys, Context, Delay, Env, Method, ObjectNamespace, RequestInit};
+
+use crate::edge::{isolate, now_ms};
+use hedgehog_core::config::Params;
+use hedgehog_core::pop::client::origin_rates;
+use hedgehog_core::pop::push::PushReply;
+
+/// The Durable Object binding of the PoP aggregator (optional).
+pub(crate) const POP_BINDING: &str = "POP_AGGREGATOR";
+
+/// Whether the aggregator binding is configured.
+pub(crate) fn configured(env: &Env) -> bool {
+    env.durable_object(POP_BINDING).is_ok()
+}
+
+/// Starts a push in the background if one is due.
+pub(crate) fn maybe_push(ctx: &Context, env: &Env, req: &web_sys::Request, params: &Params) {
+    let now = now_ms();
+    let names: Vec<String> = params.origins.iter().map(|o| o.name.clone()).collect();
+    let push = isolate::with_ready(|ready| {
+        let pop = &mut ready.hedger.borrow_mut().pop;
+        pop.push_due(now)
+            .then(|| pop.take_push(now, params.delay.quantile, &names))
+    })
+    .flatten();
+    let Some(push) = push else {
+        return;
+    };
+    let Ok(namespace) = env.durable_object(POP_BINDING) else {
+        return;
+    };
+    let name = colo(req).unwrap_or_else(|| params.pop.fallback_name.clone());
+    let body = push.encode();
+    let timeout_ms = params.pop.timeout_ms;
+    ctx.wait_until(async move {
+        let bytes = body.len();
+        let outcome = send(&namespace, &name, body, timeout_ms).await;
+        let now = now_ms();
+        match outcome {
+            Ok(reply) => {
+                isolate::with_ready(|ready| {
+                    let h = &mut *ready.hedger.borrow_mut();
+                    h.pop.push_succeeded(&reply, bytes, now, &names);
+                    h.gate.note_pop_rates(&origin_rates(&reply, &names), now);
+                });
+            }
+            Err(e) => {
+                let failures = isolate::with_ready(|ready| {
+                    let pop = &mut ready.hedger.borrow_mut().pop;
+                    pop.push_failed(now);
+                    pop.counts().failing_in_a_row
+                })
+                .unwrap_or(0);
+                console_warn!(
+                    "hedgehog-edge: PoP aggregator push failed ({failures} in a row, backing off): {e}"
+                );
+            }
+        }
+    });
+}
+
+/// The PoP's name: the request's `cf.colo`, if the runtime gives one.
+fn colo(req: &web_sys::Request) -> Option<String> {
+    let cf = Reflect::get(req, &JsValue::from_str("cf")).ok()?;
+    if cf.is_undefined() || cf.is_null() {
+        return None;
+    }
+    Reflect::get(&cf, &JsValue::from_str("colo"))
+        .ok()?
+        .as_string()
+        .filter(|c| !c.is_empty())
+}
+
+async fn send(
+    namespace: &ObjectNamespace,
+    name: &str,
+    body: Vec<u8>,
+    timeout_ms: f64,
+) -> Result<PushReply, String> {
+    let stub = namespace
+        .id_from_name(name)
+        .and_then(|id| id.get_stub())
+        .map_err(|e| format!("no stub for {name}: {e}"))?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post)
+        .with_body(Some(Uint8Array::from(body.as_slice()).into()));
+    let request = worker::Request::new_with_init("https://pop-aggregator/push", &init)
+        .map_err(|e| format!("building the push: {e}"))?;
+    let exchange = async move {
+        let mut response = stub
+            .fetch_with_request(request)
+            .await
+            .map_err(|e| format!("unreachable: {e}"))?;
+        let status = response.status_code();
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| format!("reading the reply: {e}"))?;
+        if status != 200 {
+            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
+            return Err(format!("status {status}: {text}"));
+        }
+        PushReply::decode(&bytes).map_err(|e| e.to_string())
+    };
+    let timer = Delay::from(Duration::from_millis(timeout_ms.max(1.0) as u64));
+    match select(exchange.boxed_local(), timer).await {
+        Either::Left((result, _)) => result,
+        Either::Right(_) => Err(format!("no reply within {timeout_ms} ms")),
+    }
+}
