@@ -88,7 +88,7 @@ impl<K: Hash + Eq + Clone, V> CappedMap<K, V> {
     ) -> Option<&mut V> {
         if !self.entries.contains_key(&key) {
             if self.entries.len() >= self.max_len {
-                self.forget_idle(now_ms);
+                self.drop_idle(now_ms);
             }
             if self.entries.len() >= self.max_len {
                 return None;
@@ -107,7 +107,7 @@ impl<K: Hash + Eq + Clone, V> CappedMap<K, V> {
     /// entries at `now_ms`.
     pub fn restore(&mut self, key: K, value: V, last_used_ms: f64, now_ms: f64) -> bool {
         if !self.entries.contains_key(&key) && self.entries.len() >= self.max_len {
-            self.forget_idle(now_ms);
+            self.drop_idle(now_ms);
             if self.entries.len() >= self.max_len {
                 return false;
             }
@@ -122,7 +122,15 @@ impl<K: Hash + Eq + Clone, V> CappedMap<K, V> {
         true
     }
 
-    /// Forgets every entry idle for `idle_ms` at `now_ms`; returns their keys.
+    /// Forgets every entry idle for `idle_ms` at `now_ms`.
+    pub fn drop_idle(&mut self, now_ms: f64) {
+        let idle_ms = self.idle_ms;
+        self.entries
+            .retain(|_, entry| now_ms - entry.last_used_ms < idle_ms);
+    }
+
+    /// Forgets every entry idle for `idle_ms` at `now_ms`; returns their keys
+    /// (for a caller that must delete them from storage too).
     pub fn forget_idle(&mut self, now_ms: f64) -> Vec<K> {
         let idle_ms = self.idle_ms;
         let forgotten: Vec<K> = self
@@ -194,7 +202,8 @@ mod tests {
         let mut map = CappedMap::new(1, 1_000.0);
         map.get_or_insert_with("a", 0.0, || 1);
         assert!(map.get_mut("a", 900.0).is_some());
-        assert!(map.forget_idle(1_500.0).is_empty());
+        map.drop_idle(1_500.0);
+        assert!(map.contains_key("a"));
         assert_eq!(map.forget_idle(1_900.0), vec!["a"]);
     }
 

@@ -220,7 +220,7 @@ impl PopClient {
             }
         }
         // Bounded like the push: answers for keys no longer asked about go stale and are dropped.
-        self.answers.forget_idle(now_ms);
+        self.answers.drop_idle(now_ms);
         self.hedge_fraction = Some((reply.hedge_fraction, now_ms));
     }
 
