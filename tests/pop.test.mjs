@@ -32,6 +32,8 @@ const VARS = {
   HEDGE_COLD_DELAY_MS: "5000",
   HEDGE_MIN_DATA_POINTS: "20",
   HEDGE_POP_PUSH_EVERY_REQUESTS: "10",
+  // These tests name the primary: the first origin.
+  HEDGE_PRIMARY: "ordered",
 };
 
 test("a fresh isolate hedges on the PoP delay from the aggregator, which survives a runtime restart", async () => {

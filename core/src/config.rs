@@ -12,6 +12,7 @@ use serde::Deserialize;
 use crate::admission::budget::BudgetParams;
 use crate::admission::health::HealthParams;
 use crate::admission::hedge_gate::GateParams;
+use crate::admission::origin_load::OriginLoadParams;
 use crate::estimation::delay_policy::{DelayParams, HedgeMode};
 use crate::estimation::estimator::EstimatorParams;
 use crate::estimation::window::WindowParams;
@@ -66,6 +67,10 @@ pub enum Range {
 pub const KEYS: &[Key] = &[
     Key { name: "HEDGE_ORIGINS", default: "required", range: Range::Text, meaning: "JSON array of origins: [{\"name\", \"url\", \"zone\"?}]; the first is the primary, the second the hedge target (the primary itself when there is one)" },
     Key { name: "HEDGE_MODE", default: "adaptive", range: Range::Text, meaning: "adaptive | static | off | retry (classic timeout + one retry, for comparison)" },
+    Key { name: "HEDGE_POLICY", default: "tail-aware", range: Range::Text, meaning: "tail-aware: primaries by latency (HEDGE_PRIMARY), stalled origins hedged at once and avoided, a fast failure retried on a peer even when its own origin's budget is cut | fixed-quantile: the previous policy (first-in-order primary, hedge at the quantile only), kept for comparison" },
+    Key { name: "HEDGE_PRIMARY", default: "latency", range: Range::Text, meaning: "tail-aware policy: latency (primaries drawn by recent latency and failure share, every origin keeping a probe share) | ordered (the first healthy origin in HEDGE_ORIGINS order, e.g. to keep one origin's cache warm)" },
+    Key { name: "HEDGE_PRIMARY_PROBE_PERCENT", default: "2", range: Range::Number { min: 0.0, max: 50.0 }, meaning: "HEDGE_PRIMARY=latency: share of primaries every healthy origin keeps however slow, so its recovery is seen" },
+    Key { name: "HEDGE_STALL_FACTOR", default: "3", range: Range::Number { min: 0.0, max: 100.0 }, meaning: "tail-aware policy: an origin with 2+ requests in flight that has not answered for this many times its recent latency is stalled: its aged requests are hedged at once, new primaries go elsewhere (0 = off)" },
     Key { name: "HEDGE_QUANTILE", default: "p95", range: Range::Text, meaning: "latency quantile the adaptive delay hedges at: p50..p99.9 or 0.5..0.999" },
     Key { name: "HEDGE_OFFSET_MS", default: "0", range: Range::Number { min: -10_000.0, max: 10_000.0 }, meaning: "added to the quantile" },
     Key { name: "HEDGE_MIN_DELAY_MS", default: "5", range: Range::Number { min: 0.0, max: 60_000.0 }, meaning: "lower clamp on the adaptive delay" },
@@ -130,6 +135,10 @@ pub struct Params {
     pub origins: Vec<Origin>,
     /// How hedge delays are chosen.
     pub mode: HedgeMode,
+    /// Tail-aware (the default) or the fixed-quantile policy kept for comparison.
+    pub policy: HedgePolicy,
+    /// Primary choice and stall detection.
+    pub origin_load: OriginLoadParams,
     /// Delay choice settings.
     pub delay: DelayParams,
     /// Hedge budget settings.
@@ -160,6 +169,29 @@ pub struct Params {
     pub stats: StatsParams,
     /// Which requests get a JSON log line.
     pub log_level: LogLevel,
+}
+
+/// The shortest silence that can be a stall, ms: below it, timer and
+/// scheduling jitter alone could look like one.
+const STALL_MIN_MS: f64 = 20.0;
+
+/// Which hedging policy runs (`HEDGE_POLICY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HedgePolicy {
+    /// Primaries by latency, stall detection, fast failures retried on a
+    /// peer past the failing origin's cut budget.
+    TailAware,
+    /// The previous policy: first-in-order primary, hedge at the quantile.
+    FixedQuantile,
+}
+
+impl HedgePolicy {
+    /// Whether a fast failure is retried on a peer even when the failing
+    /// origin's own 5xx-cut budget is spent (the retry takes load off it),
+    /// and failure retries and stall hedges may borrow from the budget.
+    pub fn hedges_urgently(self) -> bool {
+        self == HedgePolicy::TailAware
+    }
 }
 
 /// Where the stats endpoint is and who may read it.
@@ -476,6 +508,42 @@ impl<'a> Reader<'a> {
         }
     }
 
+    fn policy(&mut self) -> HedgePolicy {
+        const KEY: &str = "HEDGE_POLICY";
+        match self
+            .raw(KEY)
+            .map(|m| m.trim().to_ascii_lowercase())
+            .as_deref()
+        {
+            None | Some("tail-aware") => HedgePolicy::TailAware,
+            Some("fixed-quantile") => HedgePolicy::FixedQuantile,
+            Some(other) => {
+                self.fail(
+                    KEY,
+                    format!("expected tail-aware or fixed-quantile, got {other:?}"),
+                );
+                HedgePolicy::TailAware
+            }
+        }
+    }
+
+    /// `HEDGE_PRIMARY`: `true` for latency, `false` for ordered.
+    fn primary_by_latency(&mut self) -> bool {
+        const KEY: &str = "HEDGE_PRIMARY";
+        match self
+            .raw(KEY)
+            .map(|m| m.trim().to_ascii_lowercase())
+            .as_deref()
+        {
+            None | Some("latency") => true,
+            Some("ordered") => false,
+            Some(other) => {
+                self.fail(KEY, format!("expected latency or ordered, got {other:?}"));
+                true
+            }
+        }
+    }
+
     fn mode(&mut self) -> HedgeMode {
         const KEY: &str = "HEDGE_MODE";
         match self.raw(KEY).map(|m| m.to_ascii_lowercase()).as_deref() {
@@ -586,6 +654,18 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
         max_route_keys: r.integer("HEDGE_MAX_ROUTE_KEYS") as usize,
     };
     let timeout_ms = r.number("HEDGE_TIMEOUT_MS");
+    let policy = r.policy();
+    let tail_aware = policy == HedgePolicy::TailAware;
+    // Read whatever the policy, so a bad value is reported either way.
+    let by_latency = r.primary_by_latency();
+    let stall_factor = r.number("HEDGE_STALL_FACTOR");
+    let origin_load = OriginLoadParams {
+        by_latency: by_latency && tail_aware,
+        probe_share: r.number("HEDGE_PRIMARY_PROBE_PERCENT") / 100.0,
+        stall_factor: if tail_aware { stall_factor } else { 0.0 },
+        stall_min_ms: STALL_MIN_MS,
+        leg_expiry_ms: timeout_ms,
+    };
     let body_idle_timeout_ms = Some(r.number("HEDGE_BODY_IDLE_TIMEOUT_MS")).filter(|ms| *ms > 0.0);
     let health = HealthParams {
         window: estimator.window,
@@ -672,6 +752,8 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
             origins,
             mode,
             delay,
+            policy,
+            origin_load,
             budget,
             eligibility,
             max_held_body_bytes,

@@ -18,10 +18,13 @@
 use std::rc::Rc;
 
 use crate::admission::health::Outcome;
-use crate::admission::hedge_gate::HedgeGate;
-use crate::config::Params;
-use crate::estimation::delay_policy::{choose_delay, DelayChoice, HedgeMode};
+use crate::admission::hedge_gate::{HedgeGate, Urgency};
+use crate::admission::origin_load::OriginLoad;
+use crate::capped_map::CappedMap;
+use crate::config::{HedgePolicy, Params};
+use crate::estimation::delay_policy::{choose_delay, DelayBasis, DelayChoice, HedgeMode};
 use crate::estimation::estimator::{Estimates, LatencyEstimator};
+use crate::estimation::hedge_benefit::best_delay;
 use crate::estimation::sketch::Sample;
 use crate::no_hedge::NoHedge;
 use crate::observe::route_stats::{RaceSummary, RouteStats};
@@ -49,6 +52,39 @@ pub struct RacePlan {
     /// Hedgeable only through its idempotency key: the hedge must go to
     /// another origin, never the primary's own.
     pub keyed: bool,
+    /// Before the hedge delay, look once at this time whether the primary's
+    /// origin has stalled (tail-aware policy; `None`: the delay comes first).
+    pub stall_check_ms: Option<f64>,
+}
+
+impl RacePlan {
+    /// When the race's timer first fires, ms after the start: the stall
+    /// check, else the hedge delay; `None` without either.
+    pub fn first_timer_ms(&self) -> Option<f64> {
+        self.stall_check_ms.or(self.delay.map(|d| d.delay_ms))
+    }
+}
+
+/// Why a hedge went out (`Server-Timing`, logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HedgeCause {
+    /// The primary outlived the hedge delay.
+    Delay,
+    /// The primary's origin stalled (several requests silent at once).
+    Stall,
+    /// The primary failed fast and retriably.
+    Failure,
+}
+
+impl HedgeCause {
+    /// A short name for headers and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HedgeCause::Delay => "delay",
+            HedgeCause::Stall => "stall",
+            HedgeCause::Failure => "failure",
+        }
+    }
 }
 
 /// What one leg did, for headers, error bodies, logs and stats.
@@ -66,6 +102,8 @@ pub struct LegRecord {
     pub error: Option<String>,
     /// Cut short (lost, timed out, client gone) before it answered.
     pub aborted: bool,
+    /// Its id in the origin load tracker, once sent.
+    pub load_id: Option<u64>,
 }
 
 impl LegRecord {
@@ -129,9 +167,22 @@ pub struct RaceState {
     pub no_hedge: Option<NoHedge>,
     /// How it ended, once it has.
     pub end: Option<RaceEnd>,
+    /// Why the hedge was asked for, once it was.
+    pub hedge_cause: Option<HedgeCause>,
+    /// The stall check has not fired yet.
+    stall_check_pending: bool,
+    /// The timer must be set again, this many ms from now (after a stall
+    /// check that found none, for the rest of the hedge delay).
+    rearm_ms: Option<f64>,
 }
 
 impl RaceState {
+    /// Takes a pending timer change: the driver sets its hedge timer to fire
+    /// this many ms from now.
+    pub fn take_rearm(&mut self) -> Option<f64> {
+        self.rearm_ms.take()
+    }
+
     /// What `leg` did.
     pub fn leg(&self, leg: Leg) -> &LegRecord {
         &self.legs[leg.index()]
@@ -192,7 +243,33 @@ pub struct Hedger {
     pub coalescer: Coalescer,
     /// Request-body bytes held for replay.
     pub held_bodies: HeldBodies,
+    /// Each origin's legs in flight and recent latency (primary choice, stalls).
+    pub load: OriginLoad,
+    /// The delay by predicted benefit per (primary, route), recently computed.
+    benefit: CappedMap<(usize, String), BenefitCache>,
+    /// Recent share of hedgeable requests that needed an urgent hedge
+    /// (stall, fast failure), averaged over about the last 1,000.
+    urgent_share: f64,
 }
+
+/// A delay by predicted benefit and when it was computed.
+#[derive(Debug, Clone, Copy)]
+struct BenefitCache {
+    at_ms: f64,
+    choice: Option<DelayChoice>,
+}
+
+/// How often a route's delay by predicted benefit is recomputed, ms.
+const BENEFIT_REFRESH_MS: f64 = 1_000.0;
+/// Samples a route needs before its 1% tail is trusted.
+const BENEFIT_MIN_SAMPLES: u64 = 500;
+/// Share of the budget that delay hedges may plan on; the rest is for
+/// failure retries and stall hedges.
+const BENEFIT_BUDGET_SHARE: f64 = 0.9;
+/// Urgent hedges' recent share is reserved this many times over.
+const URGENT_RESERVE: f64 = 1.5;
+/// Weight of one request in `urgent_share`.
+const URGENT_WEIGHT: f64 = 0.001;
 
 /// Routes never seen to produce a storable response are looked up in the
 /// cache one request in this many.
@@ -210,10 +287,17 @@ pub struct Arrival {
 // === impl Hedger ===
 
 impl Hedger {
-    /// A Hedger for `params` at `now_ms`; `pop_enabled` when the aggregator is bound.
-    pub fn new(params: Params, pop_enabled: bool, now_ms: f64) -> Self {
+    /// A Hedger for `params` at `now_ms`; `pop_enabled` when the aggregator
+    /// is bound; `seed` draws its random choices (isolates need different ones).
+    pub fn new(params: Params, pop_enabled: bool, now_ms: f64, seed: u64) -> Self {
         let params = Rc::new(params);
         Self {
+            load: OriginLoad::new(params.origin_load, params.origins.len(), seed),
+            urgent_share: 0.0,
+            benefit: CappedMap::new(
+                params.estimator.max_route_keys,
+                params.estimator.window.window_ms,
+            ),
             estimator: LatencyEstimator::new(params.estimator),
             gate: HedgeGate::new(&params.gate(), now_ms),
             route_stats: RouteStats::new(params.estimator.max_route_keys),
@@ -267,7 +351,11 @@ impl Hedger {
 
     /// Its primary, hedge delay and (when it gets none) why.
     pub fn plan(&mut self, eligibility: Eligibility, route: &str, now_ms: f64) -> RacePlan {
-        let primary = self.gate.choose_primary(now_ms);
+        let primary = if self.params.origin_load.by_latency {
+            self.gate.choose_primary_by_load(&mut self.load, now_ms)
+        } else {
+            self.gate.choose_primary(now_ms)
+        };
         let hedgeable = matches!(eligibility, Eligibility::Hedgeable { .. });
         let keyed = matches!(eligibility, Eligibility::Hedgeable { keyed: true, .. });
         self.pop.note_request(primary, route, hedgeable);
@@ -275,13 +363,19 @@ impl Hedger {
             Eligibility::NotHedgeable(reason) => (None, Some(NoHedge::NotEligible(reason))),
             Eligibility::Hedgeable { .. } => self.choose_delay(primary, route, now_ms),
         };
+        let retry = matches!(self.params.mode, HedgeMode::Retry { .. });
+        let stall_check_ms = match (delay, retry) {
+            (Some(d), false) => (self.load.stall_after_ms(primary)).filter(|&ms| ms < d.delay_ms),
+            _ => None,
+        };
         RacePlan {
             primary,
             route: route.to_string(),
             delay,
             no_hedge,
-            retry: matches!(self.params.mode, HedgeMode::Retry { .. }),
+            retry,
             keyed,
+            stall_check_ms,
         }
     }
 
@@ -306,11 +400,65 @@ impl Hedger {
             },
             _ => Estimates::default(),
         };
-        let choice = choose_delay(p.mode, &p.delay, &estimates);
+        let benefit = match (p.mode, p.policy) {
+            (HedgeMode::Adaptive, HedgePolicy::TailAware) => {
+                self.benefit_delay(primary, route, now_ms)
+            }
+            _ => None,
+        };
+        let p = &self.params;
+        let choice = benefit.or_else(|| choose_delay(p.mode, &p.delay, &estimates));
         if choice.is_some() {
             self.gate.deposit(now_ms);
         }
         (choice, choice.is_none().then_some(NoHedge::Off))
+    }
+
+    /// The delay by predicted benefit for `primary`'s requests on `route`
+    /// (recomputed at most once a second per key), when the route has the
+    /// data for it; else `None` and the quantile decides.
+    fn benefit_delay(&mut self, primary: usize, route: &str, now_ms: f64) -> Option<DelayChoice> {
+        let key = (primary, route.to_string());
+        if let Some(cached) = self.benefit.get_mut(&key, now_ms) {
+            if now_ms - cached.at_ms < BENEFIT_REFRESH_MS {
+                return cached.choice;
+            }
+        }
+        let p = &self.params;
+        // Delay hedges plan on what urgent ones (stalls, failures) leave.
+        let max_share = (p.budget.percent / 100.0 * BENEFIT_BUDGET_SHARE
+            - URGENT_RESERVE * self.urgent_share)
+            .max(0.0);
+        let (min_ms, max_ms) = (p.delay.min_delay_ms, p.delay.max_delay_ms);
+        let target = self.gate.likely_target(primary).unwrap_or(primary);
+        // A target whose 5xx rate cut its share takes no more than that.
+        let max_share =
+            max_share.min(self.gate.target_share(target, now_ms) * BENEFIT_BUDGET_SHARE);
+        let min_samples = p.delay.min_data_points.max(BENEFIT_MIN_SAMPLES);
+        let x = self
+            .estimator
+            .route_sketch(primary, route, min_samples, now_ms)?
+            .clone();
+        let y = match self
+            .estimator
+            .route_sketch(target, route, min_samples, now_ms)
+        {
+            Some(y) => y.clone(),
+            // No data on the target yet: assume it behaves like the primary.
+            None => x.clone(),
+        };
+        let choice = best_delay(&x, &y, max_share).map(|b| DelayChoice {
+            delay_ms: b.delay_ms.clamp(min_ms, max_ms),
+            basis: DelayBasis::Benefit,
+        });
+        let fresh = BenefitCache {
+            at_ms: now_ms,
+            choice,
+        };
+        if let Some(cached) = self.benefit.get_or_insert_with(key, now_ms, || fresh) {
+            *cached = fresh;
+        }
+        choice
     }
 
     /// The primary is sent at `now_ms`: the race begins.
@@ -324,6 +472,7 @@ impl Hedger {
         let primary = LegRecord {
             origin: plan.primary,
             started_ms: Some(now_ms),
+            load_id: Some(self.load.leg_sent(plan.primary, now_ms)),
             ..LegRecord::default()
         };
         let hedge = LegRecord {
@@ -332,10 +481,13 @@ impl Hedger {
         };
         RaceState {
             no_hedge: plan.no_hedge,
+            stall_check_pending: plan.stall_check_ms.is_some(),
             plan,
             race,
             legs: [primary, hedge],
             end: None,
+            hedge_cause: None,
+            rearm_ms: None,
         }
     }
 
@@ -344,7 +496,36 @@ impl Hedger {
         if state.end.is_some() {
             return Action::Wait;
         }
+        let cause = if std::mem::take(&mut state.stall_check_pending) {
+            let primary = state.plan.primary;
+            if !self.load.stalled(primary, now_ms) {
+                // No stall yet: look again at half the stall silence (a
+                // stall that began after this request did shows up later),
+                // up to the hedge delay.
+                if let (Some(delay), Some(start)) = (state.plan.delay, state.legs[0].started_ms) {
+                    let to_delay = (start + delay.delay_ms - now_ms).max(0.0);
+                    let next_check = self.load.stall_after_ms(primary).map(|ms| ms / 2.0);
+                    state.rearm_ms = Some(match next_check {
+                        Some(ms) if ms < to_delay => {
+                            state.stall_check_pending = true;
+                            ms
+                        }
+                        _ => to_delay,
+                    });
+                    return Action::Wait;
+                }
+            }
+            HedgeCause::Stall
+        } else if self.load.stalled(state.plan.primary, now_ms) {
+            // The delay ran out on a stalled origin: as urgent as a stall.
+            HedgeCause::Stall
+        } else {
+            HedgeCause::Delay
+        };
         let step = state.race.timer_fired();
+        if step == Step::StartHedge {
+            state.hedge_cause = Some(cause);
+        }
         self.step(state, step, now_ms)
     }
 
@@ -373,8 +554,16 @@ impl Hedger {
                 (Outcome::Unreachable, LegOutcome::RetriableFailure)
             }
         };
-        self.book(record.origin, health, now_ms);
+        let origin = record.origin;
+        if let (Some(id), Some(elapsed)) = (record.load_id, record.elapsed_ms(now_ms)) {
+            let failed = health != Outcome::Success;
+            self.load.leg_answered(origin, id, elapsed, failed, now_ms);
+        }
+        self.book(origin, health, now_ms);
         let step = state.race.leg_finished(leg, outcome);
+        if step == Step::StartHedge && leg == Leg::Primary {
+            state.hedge_cause = Some(HedgeCause::Failure);
+        }
         self.step(state, step, now_ms)
     }
 
@@ -419,7 +608,9 @@ impl Hedger {
 
     /// The hedge went out at `now_ms`.
     pub fn hedge_sent(&mut self, state: &mut RaceState, now_ms: f64) {
-        state.legs[Leg::Hedge.index()].started_ms = Some(now_ms);
+        let hedge = &mut state.legs[Leg::Hedge.index()];
+        hedge.started_ms = Some(now_ms);
+        hedge.load_id = Some(self.load.leg_sent(hedge.origin, now_ms));
         self.pop.record_hedge();
         state.race.hedge_started();
     }
@@ -485,7 +676,16 @@ impl Hedger {
 
     fn ask_for_hedge(&mut self, state: &mut RaceState, abort_primary: bool, now_ms: f64) -> Action {
         let plan = &state.plan;
-        let permit = if plan.keyed {
+        let urgency = match state.hedge_cause {
+            _ if plan.retry || !self.params.policy.hedges_urgently() => None,
+            Some(HedgeCause::Failure) => Some(Urgency::Failure),
+            Some(HedgeCause::Stall) => Some(Urgency::Stall),
+            Some(HedgeCause::Delay) | None => None,
+        };
+        let permit = if let Some(urgency) = urgency {
+            self.gate
+                .permit_urgent(plan.primary, now_ms, urgency, plan.keyed)
+        } else if plan.keyed {
             self.gate.permit_to_peer(plan.primary, now_ms)
         } else {
             self.gate.permit(plan.primary, now_ms, !plan.retry)
@@ -508,6 +708,14 @@ impl Hedger {
 
     fn finish(&mut self, state: &mut RaceState, end: RaceEnd) -> Action {
         state.end = Some(end);
+        if state.plan.delay.is_some() {
+            let urgent = state.race.hedge_sent()
+                && matches!(
+                    state.hedge_cause,
+                    Some(HedgeCause::Stall | HedgeCause::Failure)
+                );
+            self.urgent_share += URGENT_WEIGHT * (f64::from(u8::from(urgent)) - self.urgent_share);
+        }
         Action::Finish(end)
     }
 
@@ -532,6 +740,9 @@ impl Hedger {
         let record = &mut state.legs[leg.index()];
         record.aborted = true;
         let origin = record.origin;
+        if let Some(id) = record.load_id {
+            self.load.leg_cut(origin, id);
+        }
         match why {
             CutShort::TimedOut => self.book(origin, Outcome::Unreachable, now_ms),
             CutShort::Lost => self.gate.abandoned(origin, now_ms),
@@ -587,7 +798,7 @@ mod tests {
             vars.insert(k.to_string(), v.to_string());
         }
         let params = crate::config::parse(&vars).expect("valid test config");
-        let mut h = Hedger::new(params, false, 0.0);
+        let mut h = Hedger::new(params, false, 0.0, 1);
         // Earn a few tokens, as earlier requests would have.
         for _ in 0..5 {
             h.gate.deposit(0.0);
@@ -671,6 +882,96 @@ mod tests {
             h.leg_finished(&mut race, Leg::Hedge, Ok(200), 40.0),
             Action::Finish(RaceEnd::Won(Leg::Hedge))
         );
+    }
+
+    /// Teaches `h` that origin 0 answers in about 20 ms.
+    fn learn_latency(h: &mut Hedger, at_ms: f64) {
+        for i in 0..20 {
+            let t = at_ms + f64::from(i);
+            let mut race = start(h, t);
+            h.leg_finished(&mut race, Leg::Primary, Ok(200), t + 20.0);
+        }
+    }
+
+    #[test]
+    fn a_stalled_origin_is_hedged_at_the_stall_check_before_the_delay() {
+        let mut h = hedger(&[
+            ("HEDGE_PRIMARY", "ordered"),
+            ("HEDGE_STATIC_DELAY_MS", "1000"),
+        ]);
+        learn_latency(&mut h, 0.0);
+        // Two requests go out at 100 ms and nothing answers: a 60 ms silence
+        // (3 x 20 ms) with both in flight is a stall.
+        let mut first = start(&mut h, 100.0);
+        let mut second = start(&mut h, 100.0);
+        assert_eq!(first.plan.first_timer_ms(), Some(60.0));
+        assert_eq!(
+            h.timer_fired(&mut first, 160.0),
+            Action::SendHedge {
+                origin: 1,
+                abort_primary: false
+            }
+        );
+        assert_eq!(first.hedge_cause, Some(HedgeCause::Stall));
+        // New primaries avoid nothing in ordered mode, but the stall check
+        // catches them too.
+        assert!(matches!(
+            h.timer_fired(&mut second, 160.0),
+            Action::SendHedge { .. }
+        ));
+    }
+
+    #[test]
+    fn a_stall_check_that_finds_none_looks_again_then_waits_out_the_delay() {
+        let mut h = hedger(&[
+            ("HEDGE_PRIMARY", "ordered"),
+            ("HEDGE_STATIC_DELAY_MS", "100"),
+        ]);
+        learn_latency(&mut h, 0.0);
+        let mut slow = start(&mut h, 100.0);
+        // Another request answers meanwhile: the origin is alive.
+        let mut quick = start(&mut h, 120.0);
+        h.leg_finished(&mut quick, Leg::Primary, Ok(200), 140.0);
+        assert_eq!(h.timer_fired(&mut slow, 160.0), Action::Wait);
+        // Half the silence later (30 ms) it looks again; then the delay.
+        assert_eq!(slow.take_rearm(), Some(30.0));
+        let mut another = start(&mut h, 170.0);
+        h.leg_finished(&mut another, Leg::Primary, Ok(200), 185.0);
+        assert_eq!(h.timer_fired(&mut slow, 190.0), Action::Wait);
+        assert_eq!(slow.take_rearm(), Some(10.0));
+        assert!(matches!(
+            h.timer_fired(&mut slow, 200.0),
+            Action::SendHedge { .. }
+        ));
+        assert_eq!(slow.hedge_cause, Some(HedgeCause::Delay));
+    }
+
+    #[test]
+    fn a_fast_failure_is_retried_even_when_its_origin_budget_is_cut() {
+        let vars = [("HEDGE_PRIMARY", "ordered"), ("HEDGE_BUDGET_PERCENT", "12")];
+        for (policy, retried) in [("tail-aware", true), ("fixed-quantile", false)] {
+            let mut h = hedger(&[vars[0], vars[1], ("HEDGE_POLICY", policy)]);
+            // Origin 0 answers 503 to a quarter of 40 requests: its budget
+            // is cut to the reduced share, whose bucket is then empty.
+            for i in 0..40 {
+                let t = f64::from(i);
+                let mut race = start(&mut h, t);
+                let status = if i % 4 == 0 { 503 } else { 200 };
+                if let Action::SendHedge { .. } =
+                    h.leg_finished(&mut race, Leg::Primary, Ok(status), t)
+                {
+                    h.hedge_sent(&mut race, t);
+                    h.leg_finished(&mut race, Leg::Hedge, Ok(200), t + 1.0);
+                }
+            }
+            let mut race = start(&mut h, 100.0);
+            let action = h.leg_finished(&mut race, Leg::Primary, Ok(503), 101.0);
+            assert_eq!(
+                matches!(action, Action::SendHedge { .. }),
+                retried,
+                "{policy}: {action:?}"
+            );
+        }
     }
 
     #[test]

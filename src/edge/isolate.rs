@@ -45,6 +45,8 @@ pub(crate) fn params(env: &Env, now_ms: f64) -> Result<Rc<Params>, Rc<Vec<Config
                     params.clone(),
                     super::pop::client::configured(env),
                     now_ms,
+                    // Each isolate draws its own primaries (no herding).
+                    (js_sys::Math::random() * 9.007_199_254_740_991e15) as u64,
                 ))),
                 params: Rc::new(params),
             })),

@@ -119,7 +119,7 @@ pub(crate) async fn run(
         })
     };
     let timeout_ms = params.timeout_ms;
-    let delay_ms = plan.delay.map(|d| d.delay_ms);
+    let delay_ms = plan.first_timer_ms();
     // One controller per leg, so aborting the loser leaves the winner alone.
     let primary = LegIo::send(&url(plan.primary), outbound, Leg::Primary)?;
     let mut state = hedger.borrow_mut().start(plan, now_ms());
@@ -190,6 +190,10 @@ pub(crate) async fn run(
             .perform(&mut state, action, now, &mut io)
         {
             return Ok(finish(end, state, legs));
+        }
+        // A stall check that found none: the hedge timer runs on.
+        if let Some(ms) = state.take_rearm() {
+            timer = delay(ms).fuse();
         }
     }
 }

@@ -304,6 +304,9 @@ fn server_timing(params: &Params, report: &RaceReport, timing: Timing) -> String
             choice.basis.as_str()
         ));
     }
+    if let (true, Some(cause)) = (state.hedge_sent(), state.hedge_cause) {
+        parts.push(format!("hedge;desc=\"{}\"", cause.as_str()));
+    }
     if let Some(reason) = state.no_hedge {
         parts.push(format!("hedge-skip;desc=\"{}\"", reason.as_str()));
     }

@@ -21,8 +21,10 @@ export async function origin(name, handle) {
  * budget starts empty (it earns its hedges); tests of hedging mechanics need a
  * first request that can hedge, so a fast per-isolate floor refills the bucket
  * within milliseconds. Tests of the budget itself set their own values.
+ * Primaries go to the first origin in order, so a test knows which origin
+ * a request reaches first; tests of the latency-aware choice set "latency".
  */
-export const TEST_DEFAULTS = { HEDGE_BUDGET_FLOOR_PER_SEC: "1000" };
+export const TEST_DEFAULTS = { HEDGE_BUDGET_FLOOR_PER_SEC: "1000", HEDGE_PRIMARY: "ordered" };
 
 /** Starts the built Worker with these vars, stopped after the file's tests. */
 export async function worker(vars, extra) {

@@ -66,6 +66,25 @@ impl HedgeBudget {
         }
     }
 
+    /// Spends one token, running into debt of up to `overdraft` tokens;
+    /// returns whether it was spent. Debt is paid back by later deposits
+    /// before the balance reaches 1 again, so over time the bound above
+    /// holds, shifted by at most `overdraft`.
+    pub fn withdraw(&mut self, now_ms: f64, overdraft: f64) -> bool {
+        self.refill(now_ms);
+        if self.tokens >= 1.0 - overdraft.max(0.0) {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The most tokens the bucket holds.
+    pub fn capacity(&self) -> f64 {
+        self.params.max_tokens
+    }
+
     /// Tokens available now (for stats).
     pub fn tokens(&mut self, now_ms: f64) -> f64 {
         self.refill(now_ms);

@@ -10,6 +10,7 @@
 
 use crate::admission::budget::{BudgetParams, HedgeBudget};
 use crate::admission::health::{BudgetLevel, HealthParams, HealthWindow, OriginHealth, Outcome};
+use crate::admission::origin_load::OriginLoad;
 use crate::admission::origin_pool::{choose_hedge, choose_primary, HedgeTarget};
 
 /// Why a hedge was not sent.
@@ -32,6 +33,15 @@ impl HedgeDenied {
             HedgeDenied::NoTarget => "no-target",
         }
     }
+}
+
+/// Why a hedge cannot wait for the budget to refill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Urgency {
+    /// The primary failed fast and retriably.
+    Failure,
+    /// The primary's origin stalled.
+    Stall,
 }
 
 /// One origin as the gate sees it, for stats.
@@ -105,6 +115,21 @@ impl HedgeGate {
         choose_primary(health.len(), |i| health[i].admit(now_ms))
     }
 
+    /// The primary for a new request, drawn by `load` among the healthy
+    /// origins. A degraded origin whose cool-down is over takes the request
+    /// as its one recovery trial first, as in configuration order; with no
+    /// healthy origin, the first one.
+    pub fn choose_primary_by_load(&mut self, load: &mut OriginLoad, now_ms: f64) -> usize {
+        for (i, health) in self.health.iter_mut().enumerate() {
+            if !health.is_healthy() && health.admit(now_ms) {
+                return i;
+            }
+        }
+        let health = &self.health;
+        load.choose_primary(now_ms, |i| health[i].is_healthy())
+            .unwrap_or(0)
+    }
+
     /// A hedge-eligible request arrived: fund the global bucket and every
     /// origin's reduced one (each caps hedges to or from its origin at the
     /// reduced share of all eligible traffic).
@@ -124,14 +149,33 @@ impl HedgeGate {
         now_ms: f64,
         charge_budget: bool,
     ) -> Result<usize, HedgeDenied> {
-        self.permit_to(primary, now_ms, charge_budget, self.same_origin_hedge)
+        let same_origin = self.same_origin_hedge;
+        self.permit_to(primary, now_ms, charge_budget, same_origin, None)
+    }
+
+    /// [`HedgeGate::permit`] for an urgent hedge: a retry of a primary that
+    /// failed fast, or a hedge of a request on a stalled origin. The global
+    /// bucket may run into debt of up to its size (a stall wants a burst of
+    /// hedges at once, more than a bucket banks), paid back before any
+    /// straggler hedge goes out. After a failure the primary's own 5xx limits
+    /// do not apply either (the retry takes load off it). The target's limits
+    /// always apply.
+    pub fn permit_urgent(
+        &mut self,
+        primary: usize,
+        now_ms: f64,
+        urgency: Urgency,
+        keyed: bool,
+    ) -> Result<usize, HedgeDenied> {
+        let same_origin = self.same_origin_hedge && !keyed;
+        self.permit_to(primary, now_ms, true, same_origin, Some(urgency))
     }
 
     /// [`HedgeGate::permit`] for a request hedged on the strength of its
     /// idempotency key: only another origin may take it (one origin seeing
     /// the key twice at once answers 409 or, worse, runs it twice).
     pub fn permit_to_peer(&mut self, primary: usize, now_ms: f64) -> Result<usize, HedgeDenied> {
-        self.permit_to(primary, now_ms, true, false)
+        self.permit_to(primary, now_ms, true, false, None)
     }
 
     fn permit_to(
@@ -140,7 +184,9 @@ impl HedgeGate {
         now_ms: f64,
         charge_budget: bool,
         same_origin_allowed: bool,
+        urgency: Option<Urgency>,
     ) -> Result<usize, HedgeDenied> {
+        let after_failure = urgency == Some(Urgency::Failure);
         // Every origin's level once: the primary's, the candidate targets' and
         // the withdrawal below all read these.
         let levels: Vec<BudgetLevel> = (0..self.health.len())
@@ -148,16 +194,22 @@ impl HedgeGate {
             .collect();
         let level_of = |i: usize| levels.get(i).copied().unwrap_or(BudgetLevel::Full);
         let primary_level = level_of(primary);
-        if charge_budget && primary_level == BudgetLevel::Stopped {
+        let primary_limited = charge_budget && !after_failure;
+        if primary_limited && primary_level == BudgetLevel::Stopped {
             return Err(HedgeDenied::PrimaryErroring);
         }
-        if charge_budget
+        if primary_limited
             && matches!(primary_level, BudgetLevel::Reduced(_))
             && self.reduced[primary].tokens(now_ms) < 1.0
         {
             return Err(HedgeDenied::Budget);
         }
-        if charge_budget && self.budget.tokens(now_ms) < 1.0 {
+        let overdraft = if urgency.is_some() {
+            self.budget.capacity()
+        } else {
+            0.0
+        };
+        if charge_budget && self.budget.tokens(now_ms) < 1.0 - overdraft {
             return Err(HedgeDenied::Budget);
         }
         let zones: Vec<Option<&str>> = self.zones.iter().map(|z| z.as_deref()).collect();
@@ -176,16 +228,44 @@ impl HedgeGate {
             HedgeTarget::SameOrigin => primary,
         };
         if charge_budget {
-            let mut limited = vec![primary, origin];
+            // A retry after a failure takes load off its primary: only the
+            // target's reduced bucket pays for it.
+            let mut limited = if after_failure {
+                vec![origin]
+            } else {
+                vec![primary, origin]
+            };
             limited.dedup();
             for o in limited {
                 if matches!(level_of(o), BudgetLevel::Reduced(_)) {
                     self.reduced[o].try_withdraw(now_ms);
                 }
             }
-            self.budget.try_withdraw(now_ms);
+            self.budget.withdraw(now_ms, overdraft);
         }
         Ok(origin)
+    }
+
+    /// Where a hedge of `primary`'s request would most likely go now (the
+    /// first healthy peer in preference order), without claiming anything.
+    pub fn likely_target(&self, primary: usize) -> Option<usize> {
+        let zones: Vec<Option<&str>> = self.zones.iter().map(|z| z.as_deref()).collect();
+        match choose_hedge(primary, &zones, self.same_origin_hedge, |i| {
+            self.health[i].is_healthy()
+        })? {
+            HedgeTarget::Peer(i) => Some(i),
+            HedgeTarget::SameOrigin => Some(primary),
+        }
+    }
+
+    /// The most of all requests that hedges may go to `target` now: its
+    /// reduced share when its 5xx rate cut it, none when stopped.
+    pub fn target_share(&mut self, target: usize, now_ms: f64) -> f64 {
+        match self.level(target, now_ms) {
+            BudgetLevel::Full => 1.0,
+            BudgetLevel::Reduced(percent) => percent / 100.0,
+            BudgetLevel::Stopped => 0.0,
+        }
     }
 
     /// Records how a request to `origin` ended.

@@ -4,4 +4,5 @@
 pub mod budget;
 pub mod health;
 pub mod hedge_gate;
+pub mod origin_load;
 pub mod origin_pool;

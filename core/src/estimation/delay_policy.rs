@@ -61,6 +61,9 @@ pub enum DelayBasis {
     Static,
     /// The retry timeout of `HEDGE_MODE=retry`.
     Retry,
+    /// The delay with the best predicted tail within the budget
+    /// (tail-aware policy, enough local data).
+    Benefit,
 }
 
 impl DelayBasis {
@@ -74,6 +77,7 @@ impl DelayBasis {
             DelayBasis::Cold => "cold",
             DelayBasis::Static => "static",
             DelayBasis::Retry => "retry",
+            DelayBasis::Benefit => "benefit",
         }
     }
 }

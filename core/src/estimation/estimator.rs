@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use crate::capped_map::CappedMap;
 
-use crate::estimation::sketch::Sample;
+use crate::estimation::sketch::{LatencySketch, Sample};
 use crate::estimation::window::{WindowParams, WindowedSketch};
 
 /// Settings for a [`LatencyEstimator`].
@@ -96,6 +96,22 @@ impl LatencyEstimator {
             origin: origin_estimate,
             pop: None,
         }
+    }
+
+    /// The route's samples inside the window, when it has at least
+    /// `min_samples` (no side effects on the key's idle time).
+    pub fn route_sketch(
+        &mut self,
+        origin: usize,
+        route: &str,
+        min_samples: u64,
+        now_ms: f64,
+    ) -> Option<&LatencySketch> {
+        let window = self
+            .routes
+            .get_mut(&(origin, route.to_string()), f64::NEG_INFINITY)?;
+        let sketch = window.snapshot(now_ms);
+        (sketch.count() >= min_samples).then_some(sketch)
     }
 
     /// Number of (origin, route key) pairs tracked now.

@@ -3,5 +3,6 @@
 
 pub mod delay_policy;
 pub mod estimator;
+pub mod hedge_benefit;
 pub mod sketch;
 pub mod window;

@@ -75,6 +75,10 @@ pub struct RunResult {
     pub simulated: u64,
     /// Pushes the aggregator merged.
     pub pushes: u64,
+    /// Hedges sent, by why (delay, stall, failure).
+    pub hedge_causes: BTreeMap<&'static str, u64>,
+    /// Requests slower than 500 ms that got no hedge, by why not.
+    pub slow_unhedged: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -199,11 +203,12 @@ pub fn run(
         seq: 0,
         queue: BinaryHeap::new(),
         hedgers: (0..params.isolates.max(1))
-            .map(|_| {
+            .map(|i| {
                 Hedger::new(
                     hedge_params.clone(),
                     params.aggregator_rtt_ms.is_some(),
                     0.0,
+                    Rng::new(params.seed, 1_000 + i as u64).next_u64(),
                 )
             })
             .collect(),
@@ -279,7 +284,7 @@ impl Sim<'_> {
         let now = self.now;
         let hedger = &mut self.hedgers[isolate];
         let plan = hedger.plan(GET, &self.route_names[route], now);
-        let delay = plan.delay.map(|d| d.delay_ms);
+        let delay = plan.first_timer_ms();
         let primary = plan.primary;
         let race = hedger.start(plan, now);
         let timeout = hedger.params().timeout_ms;
@@ -400,7 +405,12 @@ impl Sim<'_> {
         }
         match end {
             Some(end) => self.finish(req, &race, end),
-            None => self.requests[req as usize].race = Some(race),
+            None => {
+                if let Some(ms) = race.take_rearm() {
+                    self.schedule(now + ms, Event::Timer { req });
+                }
+                self.requests[req as usize].race = Some(race);
+            }
         }
     }
 
@@ -440,6 +450,13 @@ impl Sim<'_> {
         res.hedges += u64::from(race.hedge_sent());
         res.hedge_wins += u64::from(end == RaceEnd::Won(Leg::Hedge));
         res.errors += u64::from(error);
+        if let (true, Some(cause)) = (race.hedge_sent(), race.hedge_cause) {
+            *res.hedge_causes.entry(cause.as_str()).or_default() += 1;
+        }
+        if latency > 500.0 && !race.hedge_sent() {
+            let why = race.no_hedge.map_or("none", |n| n.as_str());
+            *res.slow_unhedged.entry(why).or_default() += 1;
+        }
     }
 }
 

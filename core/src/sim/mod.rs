@@ -6,8 +6,8 @@
 //! thousands of requests a second, many algorithms side by side, the same
 //! numbers for the same seed), this does in seconds. It models what the
 //! Hedger sees: when each leg's answer arrives, what it says, and what an
-//! abort does to an origin. It does not model bodies, the cache or
-//! coalescing, or the PoP aggregator (isolates work alone here).
+//! abort does to an origin, and, with an aggregator, the PoP pushes and
+//! replies. It does not model bodies, the cache or coalescing.
 //!
 //! Native only: it is left out of the wasm build.
 //!
@@ -20,7 +20,7 @@ mod rng;
 mod scenario;
 
 pub use engine::{run, Configuration, RunResult, SimParams};
-pub use origin::{LatencyModel, OriginSpec, StallSpec};
+pub use origin::{Episode, LatencyModel, OriginSpec, StallSpec};
 pub use report::{markdown_table, oracle_bound, percentile, OracleBound, Row};
 pub use rng::Rng;
 pub use scenario::{scenario, Scenario, SCENARIO_NAMES};

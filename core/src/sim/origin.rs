@@ -81,6 +81,20 @@ pub struct StallSpec {
     pub max_ms: f64,
 }
 
+/// A spell during which an origin behaves differently (it turns slow or
+/// starts failing, then recovers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Episode {
+    /// When it starts, ms of simulated time (warm-up included).
+    pub from_ms: f64,
+    /// When it ends.
+    pub until_ms: f64,
+    /// Service time meanwhile.
+    pub latency: LatencyModel,
+    /// Fast failures meanwhile.
+    pub fast_failure: Option<(f64, u16, f64)>,
+}
+
 /// Everything about one modelled origin.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OriginSpec {
@@ -94,6 +108,8 @@ pub struct OriginSpec {
     pub workers: Option<usize>,
     /// Network round trip between the PoP and the origin, ms.
     pub rtt_ms: f64,
+    /// A spell of different behaviour, if any.
+    pub episode: Option<Episode>,
 }
 
 /// The answer an origin will give one request.
@@ -141,7 +157,13 @@ impl Origin {
 
     /// Draws the service of a request that starts running at `start_ms`.
     pub(crate) fn serve(&mut self, start_ms: f64) -> Service {
-        if let Some((fraction, status, after_ms)) = self.spec.fast_failure {
+        let episode =
+            (self.spec.episode.as_ref()).filter(|e| (e.from_ms..e.until_ms).contains(&start_ms));
+        let (latency, fast_failure) = match episode {
+            Some(e) => (&e.latency, e.fast_failure),
+            None => (&self.spec.latency, self.spec.fast_failure),
+        };
+        if let Some((fraction, status, after_ms)) = fast_failure {
             if self.rng.uniform() < fraction {
                 return Service {
                     duration_ms: after_ms,
@@ -149,7 +171,7 @@ impl Origin {
                 };
             }
         }
-        let work = self.spec.latency.sample(&mut self.rng).max(0.0);
+        let work = latency.sample(&mut self.rng).max(0.0);
         let duration_ms = match self.spec.stalls {
             Some(spec) => self.stretch(spec, start_ms, work) - start_ms,
             None => work,

@@ -1,7 +1,7 @@
 //! Named scenarios: the lab's (same models and parameters, so the two can
 //! be compared) and the ones the lab cannot run at scale.
 
-use super::origin::{LatencyModel, OriginSpec, StallSpec};
+use super::origin::{Episode, LatencyModel, OriginSpec, StallSpec};
 
 /// A scenario: what it models and its origins (the first is the primary).
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +22,9 @@ pub const SCENARIO_NAMES: &[&str] = &[
     "slow-origin",
     "fast-503",
     "overload",
+    "cliff",
+    "rare-stalls",
+    "recovery",
 ];
 
 fn lognormal(median: f64, sigma: f64) -> LatencyModel {
@@ -48,6 +51,7 @@ fn origin(latency: LatencyModel) -> OriginSpec {
         stalls: None,
         workers: None,
         rtt_ms: LAB_RTT_MS,
+        episode: None,
     }
 }
 
@@ -113,6 +117,49 @@ pub fn scenario(name: &str) -> Option<Scenario> {
                 name: "overload",
                 description: "both origins queue: 12 workers each, heavy-tail service; the primary near capacity",
                 origins: vec![queued.clone(), queued],
+            }
+        }
+        "cliff" => {
+            let cliff = LatencyModel::Mixture {
+                p: 0.9,
+                a: Box::new(lognormal(30.0, 0.25)),
+                b: Box::new(lognormal(240.0, 0.15)),
+            };
+            Scenario {
+                name: "cliff",
+                description: "a cliff: 90% of requests lognormal(30 ms, 0.25), 10% about 8x slower, lognormal(240 ms, 0.15) (a slow code path, a cold shard)",
+                origins: vec![origin(cliff.clone()), origin(cliff)],
+            }
+        }
+        "rare-stalls" => {
+            let rare = LatencyModel::Spikes {
+                base: Box::new(lognormal(40.0, 0.35)),
+                p: 0.006,
+                extra_ms: 200.0,
+                extra_max_ms: 1_000.0,
+            };
+            Scenario {
+                name: "rare-stalls",
+                description: "rare long stalls: lognormal(40 ms, 0.35), 0.6% of requests +200 ms to +1 s (lock waits, a lost SYN)",
+                origins: vec![origin(rare.clone()), origin(rare)],
+            }
+        }
+        "recovery" => {
+            // The run's default warm-up is 5 s: the episode covers measured
+            // seconds 10 to 25, so a 40 s run shows before, during and after.
+            let sick = OriginSpec {
+                episode: Some(Episode {
+                    from_ms: 15_000.0,
+                    until_ms: 30_000.0,
+                    latency: lognormal(160.0, 0.5),
+                    fast_failure: Some((0.2, 503, 2.0)),
+                }),
+                ..origin(heavy_tail())
+            };
+            Scenario {
+                name: "recovery",
+                description: "recovery: both heavy-tail; from 15 s to 30 s the primary turns slow (lognormal 160 ms, 0.5) and answers 20% of requests 503, then recovers",
+                origins: vec![sick, origin(heavy_tail())],
             }
         }
         _ => return None,

@@ -1,0 +1,375 @@
+//! What each origin is doing right now, as this isolate sees it: its legs in
+//! flight, when it last answered, a fast-moving latency average and its share
+//! of failed answers. Two decisions read it:
+//!
+//! - **The primary** (`HEDGE_PRIMARY=latency`): drawn at random with weight
+//!   `1 / latency^4`, where an origin's latency is inflated by its failure
+//!   share (a fast 503 must make an origin look worse, not faster). Equal
+//!   origins split the primaries evenly (no herding, and queueing origins
+//!   share the load); an origin three times slower gets ~1%. Every origin
+//!   keeps a probe share so a recovery is seen. (Prequal, NSDI 2024, and C3,
+//!   NSDI 2015, choose by latency and load the same way; the in-flight count
+//!   is left to the latency average, which rises when an origin queues.)
+//! - **Stalls**: an origin with several legs in flight, none of which has
+//!   answered for `stall_factor` times its usual latency while no other leg
+//!   answered either, has stopped the world. Independent stragglers rarely
+//!   line up like that. Its aged requests are hedged at once and new
+//!   primaries go elsewhere until it answers again.
+//!
+//! Legs are tracked by id with their start time and forgotten after the
+//! request timeout, so a request whose events never arrive (the runtime
+//! dropped it) cannot leave an origin looking busy forever.
+
+use std::collections::BTreeMap;
+
+/// Settings for [`OriginLoad`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OriginLoadParams {
+    /// Choose primaries by latency (else the first admitted in configuration order).
+    pub by_latency: bool,
+    /// Share of primaries each origin keeps whatever its latency, 0 to 1.
+    pub probe_share: f64,
+    /// A stall is this many times an origin's usual latency without an
+    /// answer (0: stall detection off).
+    pub stall_factor: f64,
+    /// The shortest silence that can be a stall, ms.
+    pub stall_min_ms: f64,
+    /// A leg unreported for this long is forgotten (the request timeout).
+    pub leg_expiry_ms: f64,
+}
+
+/// Weight of a new answer in the latency and failure averages (about the
+/// last 20 answers).
+const EWMA_WEIGHT: f64 = 0.05;
+/// One answer moves the latency average by at most this factor's worth: a
+/// +800 ms straggler is news about the tail, not about the typical latency.
+const LATENCY_CLIP: f64 = 3.0;
+/// How much a failure share inflates an origin's latency for the choice: at
+/// 5% failures it looks 1.5 times slower.
+const FAILURE_PENALTY: f64 = 10.0;
+/// Legs in flight before a silence can be a stall.
+const STALL_MIN_IN_FLIGHT: usize = 2;
+
+#[derive(Debug, Clone, Default)]
+struct OriginState {
+    /// Leg id -> start time. Ids grow with time, so the first is the oldest.
+    in_flight: BTreeMap<u64, f64>,
+    last_answer_ms: Option<f64>,
+    latency_ms: Option<f64>,
+    failure_share: f64,
+}
+
+/// Per-origin live load, per isolate.
+#[derive(Debug, Clone)]
+pub struct OriginLoad {
+    params: OriginLoadParams,
+    origins: Vec<OriginState>,
+    next_leg: u64,
+    rng: u64,
+}
+
+// === impl OriginLoad ===
+
+impl OriginLoad {
+    /// Nothing in flight at `origins` origins; `seed` draws the primaries.
+    pub fn new(params: OriginLoadParams, origins: usize, seed: u64) -> Self {
+        Self {
+            params,
+            origins: vec![OriginState::default(); origins],
+            next_leg: 0,
+            // Never zero: xorshift stays at zero forever.
+            rng: seed | 1,
+        }
+    }
+
+    /// A leg to `origin` started at `now_ms`; the id reports its end.
+    pub fn leg_sent(&mut self, origin: usize, now_ms: f64) -> u64 {
+        self.next_leg += 1;
+        let id = self.next_leg;
+        if let Some(o) = self.origins.get_mut(origin) {
+            o.in_flight.insert(id, now_ms);
+        }
+        id
+    }
+
+    /// Leg `id` to `origin` answered at `now_ms` after `latency_ms`;
+    /// `failed` when the answer was a failure (5xx, no answer).
+    pub fn leg_answered(
+        &mut self,
+        origin: usize,
+        id: u64,
+        latency_ms: f64,
+        failed: bool,
+        now_ms: f64,
+    ) {
+        let Some(o) = self.origins.get_mut(origin) else {
+            return;
+        };
+        o.in_flight.remove(&id);
+        o.last_answer_ms = Some(o.last_answer_ms.map_or(now_ms, |t| t.max(now_ms)));
+        o.failure_share += EWMA_WEIGHT * (f64::from(u8::from(failed)) - o.failure_share);
+        if !failed && latency_ms.is_finite() && latency_ms >= 0.0 {
+            o.latency_ms = Some(match o.latency_ms {
+                None => latency_ms,
+                Some(avg) => avg + EWMA_WEIGHT * (latency_ms.min(avg * LATENCY_CLIP) - avg),
+            });
+        }
+    }
+
+    /// Leg `id` to `origin` was cut short (lost the race, timed out, client
+    /// gone): it is no longer in flight, and says nothing about latency.
+    pub fn leg_cut(&mut self, origin: usize, id: u64) {
+        if let Some(o) = self.origins.get_mut(origin) {
+            o.in_flight.remove(&id);
+        }
+    }
+
+    /// Legs in flight to `origin` now.
+    pub fn in_flight(&mut self, origin: usize, now_ms: f64) -> usize {
+        self.expire(origin, now_ms);
+        self.origins.get(origin).map_or(0, |o| o.in_flight.len())
+    }
+
+    /// The origin's latency average (successful answers), if it has one.
+    pub fn latency_ms(&self, origin: usize) -> Option<f64> {
+        self.origins.get(origin).and_then(|o| o.latency_ms)
+    }
+
+    /// Its share of failed answers (recent, averaged).
+    pub fn failure_share(&self, origin: usize) -> f64 {
+        self.origins.get(origin).map_or(0.0, |o| o.failure_share)
+    }
+
+    /// The silence after which `origin` counts as stalled, if stall
+    /// detection is on and the origin has a latency to measure it by.
+    pub fn stall_after_ms(&self, origin: usize) -> Option<f64> {
+        if self.params.stall_factor <= 0.0 {
+            return None;
+        }
+        let latency = self.latency_ms(origin)?;
+        Some((latency * self.params.stall_factor).max(self.params.stall_min_ms))
+    }
+
+    /// Whether `origin` has stopped answering: several legs in flight, the
+    /// oldest and the last answer both further back than its stall silence.
+    pub fn stalled(&mut self, origin: usize, now_ms: f64) -> bool {
+        let Some(silence) = self.stall_after_ms(origin) else {
+            return false;
+        };
+        self.expire(origin, now_ms);
+        let Some(o) = self.origins.get(origin) else {
+            return false;
+        };
+        let oldest_age = o
+            .in_flight
+            .values()
+            .next()
+            .map_or(0.0, |start| now_ms - start);
+        let quiet_for = o.last_answer_ms.map_or(f64::INFINITY, |t| now_ms - t);
+        o.in_flight.len() >= STALL_MIN_IN_FLIGHT && oldest_age >= silence && quiet_for >= silence
+    }
+
+    /// The primary among origins that `healthy` accepts (no side effects):
+    /// by latency when configured, else the first. `None` when no origin is
+    /// healthy.
+    pub fn choose_primary(
+        &mut self,
+        now_ms: f64,
+        healthy: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
+        let n = self.origins.len();
+        let candidates: Vec<usize> = (0..n).filter(|&i| healthy(i)).collect();
+        let first = *candidates.first()?;
+        if !self.params.by_latency || candidates.len() == 1 {
+            return Some(first);
+        }
+        // Stalled origins get nothing while another can take the request.
+        let live: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|&i| !self.stalled(i, now_ms))
+            .collect();
+        let pool = if live.is_empty() { candidates } else { live };
+        if pool.len() == 1 {
+            return Some(pool[0]);
+        }
+        // An origin without a latency yet is weighed as the slowest known
+        // one: it gets its probe share and learns. None known: operator order.
+        let known: Vec<f64> = pool
+            .iter()
+            .filter_map(|&i| self.effective_latency(i))
+            .collect();
+        let Some(slowest) = known.iter().copied().reduce(f64::max) else {
+            return Some(pool[0]);
+        };
+        let weights: Vec<f64> = pool
+            .iter()
+            .map(|&i| {
+                let latency = self.effective_latency(i).unwrap_or(slowest).max(0.1);
+                latency.powi(-4)
+            })
+            .collect();
+        let total: f64 = weights.iter().sum();
+        let probe = self.params.probe_share.clamp(0.0, 1.0 / pool.len() as f64);
+        let rest = 1.0 - probe * pool.len() as f64;
+        let mut draw = self.uniform();
+        for (k, &i) in pool.iter().enumerate() {
+            let share = probe + rest * weights[k] / total;
+            if draw < share {
+                return Some(i);
+            }
+            draw -= share;
+        }
+        pool.last().copied()
+    }
+
+    fn effective_latency(&self, origin: usize) -> Option<f64> {
+        let o = self.origins.get(origin)?;
+        Some(o.latency_ms? * (1.0 + FAILURE_PENALTY * o.failure_share))
+    }
+
+    /// Forgets legs of `origin` older than the expiry.
+    fn expire(&mut self, origin: usize, now_ms: f64) {
+        let expiry = self.params.leg_expiry_ms;
+        if let Some(o) = self.origins.get_mut(origin) {
+            while let Some((&id, &start)) = o.in_flight.iter().next() {
+                if now_ms - start < expiry {
+                    break;
+                }
+                o.in_flight.remove(&id);
+            }
+        }
+    }
+
+    /// A uniform draw in [0, 1) (xorshift64*: deterministic for a seed).
+    fn uniform(&mut self) -> f64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PARAMS: OriginLoadParams = OriginLoadParams {
+        by_latency: true,
+        probe_share: 0.02,
+        stall_factor: 3.0,
+        stall_min_ms: 20.0,
+        leg_expiry_ms: 30_000.0,
+    };
+
+    /// Feeds `n` answers of `latency_ms` (failed or not) to `origin`.
+    fn answers(load: &mut OriginLoad, origin: usize, n: usize, latency_ms: f64, failed: bool) {
+        for _ in 0..n {
+            let id = load.leg_sent(origin, 0.0);
+            load.leg_answered(origin, id, latency_ms, failed, latency_ms);
+        }
+    }
+
+    fn shares(load: &mut OriginLoad, draws: usize) -> Vec<f64> {
+        let mut counts = [0usize; 2];
+        for _ in 0..draws {
+            counts[load.choose_primary(1_000.0, |_| true).expect("healthy")] += 1;
+        }
+        counts.iter().map(|&c| c as f64 / draws as f64).collect()
+    }
+
+    #[test]
+    fn equal_origins_share_the_primaries() {
+        let mut load = OriginLoad::new(PARAMS, 2, 7);
+        answers(&mut load, 0, 50, 40.0, false);
+        answers(&mut load, 1, 50, 40.0, false);
+        let s = shares(&mut load, 10_000);
+        assert!((s[0] - 0.5).abs() < 0.03, "{s:?}");
+    }
+
+    #[test]
+    fn a_three_times_slower_origin_keeps_only_about_its_probe_share() {
+        let mut load = OriginLoad::new(PARAMS, 2, 7);
+        answers(&mut load, 0, 50, 120.0, false);
+        answers(&mut load, 1, 50, 40.0, false);
+        let s = shares(&mut load, 10_000);
+        assert!(s[0] > 0.015 && s[0] < 0.05, "{s:?}");
+    }
+
+    #[test]
+    fn fast_failures_make_an_origin_look_worse_not_faster() {
+        let mut load = OriginLoad::new(PARAMS, 2, 7);
+        for _ in 0..20 {
+            answers(&mut load, 0, 19, 40.0, false);
+            answers(&mut load, 0, 1, 2.0, true);
+        }
+        answers(&mut load, 1, 50, 40.0, false);
+        assert_eq!(
+            load.latency_ms(0),
+            Some(40.0),
+            "failures are not latency samples"
+        );
+        let s = shares(&mut load, 10_000);
+        assert!(s[0] < 0.4, "{s:?}");
+    }
+
+    #[test]
+    fn the_operator_order_is_kept_without_latency_data_or_when_asked() {
+        let mut load = OriginLoad::new(PARAMS, 2, 7);
+        assert_eq!(load.choose_primary(0.0, |_| true), Some(0));
+        let mut ordered = OriginLoad::new(
+            OriginLoadParams {
+                by_latency: false,
+                ..PARAMS
+            },
+            2,
+            7,
+        );
+        answers(&mut ordered, 0, 50, 120.0, false);
+        answers(&mut ordered, 1, 50, 40.0, false);
+        assert_eq!(ordered.choose_primary(0.0, |_| true), Some(0));
+        assert_eq!(ordered.choose_primary(0.0, |i| i == 1), Some(1));
+        assert_eq!(ordered.choose_primary(0.0, |_| false), None);
+    }
+
+    #[test]
+    fn a_silent_origin_with_aged_legs_is_stalled_and_gets_no_primaries() {
+        let mut load = OriginLoad::new(PARAMS, 2, 7);
+        answers(&mut load, 0, 50, 30.0, false);
+        answers(&mut load, 1, 50, 30.0, false);
+        // Two legs out at 100 ms, nothing answers: the silence is 90 ms.
+        load.leg_sent(0, 100.0);
+        load.leg_sent(0, 110.0);
+        assert!(!load.stalled(0, 150.0));
+        assert!(load.stalled(0, 200.0));
+        for _ in 0..100 {
+            assert_eq!(load.choose_primary(200.0, |_| true), Some(1));
+        }
+    }
+
+    #[test]
+    fn one_straggler_alone_is_not_a_stall() {
+        let mut load = OriginLoad::new(PARAMS, 2, 7);
+        answers(&mut load, 0, 50, 30.0, false);
+        let slow = load.leg_sent(0, 100.0);
+        assert!(!load.stalled(0, 500.0), "one leg in flight");
+        // Others keep answering while two legs straggle: not a stall either.
+        load.leg_sent(0, 110.0);
+        let quick = load.leg_sent(0, 400.0);
+        load.leg_answered(0, quick, 30.0, false, 430.0);
+        assert!(!load.stalled(0, 500.0));
+        load.leg_answered(0, slow, 400.0, false, 500.0);
+    }
+
+    #[test]
+    fn legs_never_reported_expire() {
+        let mut load = OriginLoad::new(PARAMS, 1, 7);
+        load.leg_sent(0, 0.0);
+        load.leg_sent(0, 10.0);
+        assert_eq!(load.in_flight(0, 29_999.0), 2);
+        assert_eq!(load.in_flight(0, 30_005.0), 1);
+        assert_eq!(load.in_flight(0, 40_000.0), 0);
+    }
+}

@@ -1,0 +1,218 @@
+//! The hedge delay by predicted benefit: from the measured latency of the
+//! primary (X) and of the hedge target (Y), the delay `d` that makes the tail
+//! of `min(X, d + Y)` shortest within the budget, and among delays within
+//! 2% of the best, the latest (fewer hedges, less origin load).
+//!
+//! The tail is measured by one number that sees both p99 and what lies
+//! beyond it: the mean of the slowest 1% (a p99 target alone would trade
+//! p99.9 away). The budget bounds the share of requests still running at
+//! `d`, `P(X > d)`, which is the share that gets a hedge. This is the idea of
+//! SingleR (Kaler et al., SPAA 2017) and Kwiken (SIGCOMM 2013), restricted to
+//! one hedge: a fixed quantile sits wherever the quantile falls, in or past
+//! a cliff; this lands at the knee when there is one, and as late as the
+//! tail allows when there is not.
+//!
+//! Samples cut short (censored) are known only to be slower than their
+//! value: the distributions are Kaplan-Meier estimates, so the primaries a
+//! hedge beat still count as slow.
+
+use crate::estimation::sketch::{bucket_value, LatencySketch};
+
+/// The tail the objective averages: the slowest 1%.
+const TAIL: f64 = 0.01;
+/// Delays whose tail is within this factor of the best count as as good.
+const GOOD_ENOUGH: f64 = 1.02;
+
+/// The delay chosen and what it is predicted to do.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BenefitChoice {
+    /// Milliseconds to wait before hedging.
+    pub delay_ms: f64,
+    /// Predicted share of requests that get a hedge, `P(X > d)`.
+    pub hedge_share: f64,
+    /// Predicted mean of the slowest 1% with this delay, ms.
+    pub tail_ms: f64,
+    /// The same without hedging, ms.
+    pub unhedged_tail_ms: f64,
+}
+
+/// A distribution as sorted (value, probability mass) steps.
+#[derive(Debug, Clone)]
+struct Steps(Vec<(f64, f64)>);
+
+impl Steps {
+    /// The Kaplan-Meier estimate from completions and censored samples: a
+    /// sample cut short at `c` is known only to be slower than `c`, so it
+    /// stays at risk up to `c` and then drops out, instead of counting as a
+    /// completion (which would make a hedged tail look short and the hedge
+    /// look needless). What survives the last completion sits there.
+    fn of(sketch: &LatencySketch) -> Option<Self> {
+        let mut at_risk = sketch.count() as f64;
+        if at_risk <= 0.0 {
+            return None;
+        }
+        let mut survival = 1.0;
+        let mut steps: Vec<(f64, f64)> = Vec::new();
+        for (index, counts) in sketch.buckets() {
+            if at_risk <= 0.0 {
+                break;
+            }
+            if counts.completed > 0 {
+                let after = survival * (1.0 - counts.completed as f64 / at_risk);
+                steps.push((bucket_value(index), survival - after));
+                survival = after;
+            }
+            at_risk -= (counts.completed + counts.censored) as f64;
+        }
+        let last = steps.last_mut()?;
+        last.1 += survival.max(0.0);
+        Some(Self(steps))
+    }
+
+    /// `P(V > t)`.
+    fn survival(&self, t: f64) -> f64 {
+        let at_or_below: f64 = self
+            .0
+            .iter()
+            .take_while(|(v, _)| *v <= t)
+            .map(|(_, p)| p)
+            .sum();
+        (1.0 - at_or_below).max(0.0)
+    }
+}
+
+/// The mean of the slowest `TAIL` of `min(X, d + Y)` (`d` infinite: of X).
+fn tail_mean(x: &Steps, y: &Steps, d: f64) -> f64 {
+    // The support of min(X, d + Y): X's values below d, and both X's and
+    // d + Y's values from d on. Walk it from the top, adding mass until TAIL.
+    let mut points: Vec<f64> = x.0.iter().map(|(v, _)| *v).collect();
+    if d.is_finite() {
+        points.extend(y.0.iter().map(|(v, _)| d + v));
+    }
+    points.sort_by(|a, b| b.total_cmp(a));
+    points.dedup();
+    let survival = |t: f64| {
+        if t < d {
+            x.survival(t)
+        } else {
+            x.survival(t) * y.survival(t - d)
+        }
+    };
+    let mut taken = 0.0;
+    let mut sum = 0.0;
+    for (k, &t) in points.iter().enumerate() {
+        // Mass exactly at t: P(Z > t-) - P(Z > t), t- the next point down.
+        let below = points.get(k + 1).copied().unwrap_or(f64::NEG_INFINITY);
+        let mass = (survival(below) - survival(t)).max(0.0);
+        let take = mass.min(TAIL - taken);
+        sum += take * t;
+        taken += take;
+        if taken >= TAIL - 1e-12 {
+            break;
+        }
+    }
+    if taken <= 0.0 {
+        0.0
+    } else {
+        sum / taken
+    }
+}
+
+/// The delay for primary samples `primary` and hedge-target samples
+/// `target`, hedging at most `max_hedge_share` of requests. `None` without
+/// data in both.
+pub fn best_delay(
+    primary: &LatencySketch,
+    target: &LatencySketch,
+    max_hedge_share: f64,
+) -> Option<BenefitChoice> {
+    let x = Steps::of(primary)?;
+    let y = Steps::of(target)?;
+    let unhedged_tail_ms = tail_mean(&x, &y, f64::INFINITY);
+    // Candidates: X's own values at which few enough requests still run.
+    let candidates: Vec<(f64, f64)> =
+        x.0.iter()
+            .map(|(v, _)| (*v, x.survival(*v)))
+            .filter(|(_, share)| *share <= max_hedge_share && *share > 0.0)
+            .collect();
+    let scored: Vec<(f64, f64, f64)> = candidates
+        .iter()
+        .map(|&(d, share)| (d, share, tail_mean(&x, &y, d)))
+        .collect();
+    let best = scored.iter().map(|s| s.2).reduce(f64::min)?;
+    // Hedging must pay: otherwise the latest candidate (least load).
+    let &(delay_ms, hedge_share, tail_ms) = scored
+        .iter()
+        .filter(|s| s.2 <= best * GOOD_ENOUGH)
+        .max_by(|a, b| a.0.total_cmp(&b.0))?;
+    Some(BenefitChoice {
+        delay_ms,
+        hedge_share,
+        tail_ms,
+        unhedged_tail_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimation::sketch::Sample;
+
+    /// A sketch of `n` samples spread evenly over each (share, from, to) band.
+    fn sketch(bands: &[(f64, f64, f64)], n: usize) -> LatencySketch {
+        let mut s = LatencySketch::new();
+        for &(share, from, to) in bands {
+            let k = (share * n as f64) as usize;
+            for i in 0..k {
+                s.record(Sample::Completed(from + (to - from) * i as f64 / k as f64));
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn a_cliff_is_hedged_at_its_knee_not_at_a_quantile_inside_it() {
+        // 90% at 20-40 ms, 10% at 200-300 ms; room for 12% of hedges.
+        let x = sketch(&[(0.9, 20.0, 40.0), (0.1, 200.0, 300.0)], 2_000);
+        let choice = best_delay(&x, &x, 0.12).expect("data");
+        assert!(
+            choice.delay_ms >= 38.0 && choice.delay_ms <= 60.0,
+            "{choice:?}"
+        );
+        // 1% of requests are slow on both legs, so the slowest 1% stays in
+        // the cliff; the hedge still shortens it, and by more than a hedge
+        // at p95, which sits inside the cliff.
+        let steps = Steps::of(&x).expect("data");
+        let at_p95 = tail_mean(&steps, &steps, 250.0);
+        assert!(choice.tail_ms < at_p95, "{choice:?} vs {at_p95}");
+        assert!(choice.tail_ms < choice.unhedged_tail_ms, "{choice:?}");
+    }
+
+    #[test]
+    fn rare_spikes_are_hedged_late_for_the_same_tail() {
+        // 97% at 30-60 ms, 3% at +800: hedging anywhere before 800 ms cuts
+        // the tail the same, so the latest such delay wins (fewest hedges).
+        let x = sketch(&[(0.97, 30.0, 60.0), (0.03, 830.0, 860.0)], 4_000);
+        let choice = best_delay(&x, &x, 0.12).expect("data");
+        assert!(choice.hedge_share <= 0.035, "{choice:?}");
+        // Slowest 1%: 0.09% both spiked (~900 ms), the rest hedged (~120 ms).
+        assert!(
+            choice.tail_ms < 0.25 * choice.unhedged_tail_ms,
+            "{choice:?}"
+        );
+    }
+
+    #[test]
+    fn the_budget_bounds_the_hedge_share() {
+        let x = sketch(&[(0.8, 20.0, 40.0), (0.2, 200.0, 300.0)], 2_000);
+        let choice = best_delay(&x, &x, 0.05).expect("data");
+        assert!(choice.hedge_share <= 0.05, "{choice:?}");
+    }
+
+    #[test]
+    fn no_data_no_choice() {
+        let x = sketch(&[(1.0, 20.0, 40.0)], 100);
+        assert!(best_delay(&LatencySketch::new(), &x, 0.1).is_none());
+        assert!(best_delay(&x, &LatencySketch::new(), 0.1).is_none());
+    }
+}

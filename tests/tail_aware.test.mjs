@@ -1,0 +1,99 @@
+// The tail-aware policy end to end: the built Worker in workerd in front of
+// loopback origins whose latency and failures each test controls.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { origin, worker } from "./support/harness.mjs";
+import { origins, serverTiming } from "./support/worker.mjs";
+
+const hedgesAt = (o) => o.requests.filter((r) => r.headers["x-hedge-attempt"] === "true").length;
+const primariesAt = (o) => o.requests.length - hedgesAt(o);
+
+test("primaries go to the faster origin; the slower one keeps a probe share", async () => {
+  // a is 20x slower than b; the operator listed a first.
+  const a = await origin("a", () => ({ delayMs: 200, body: "from-a" }));
+  const b = await origin("b", () => ({ delayMs: 10, body: "from-b" }));
+  const w = await worker({
+    HEDGE_ORIGINS: origins(a, b),
+    HEDGE_PRIMARY: "latency",
+    HEDGE_PRIMARY_PROBE_PERCENT: "5",
+    // No hedging: only the primary choice is under test.
+    HEDGE_MODE: "off",
+  });
+  // Both origins must answer once before latency can choose: the first
+  // request goes to a (configuration order), the probe share reaches b.
+  for (let i = 0; i < 60; i++) await (await w.fetch(`/p/warm/${i}`)).arrayBuffer();
+  const [aBefore, bBefore] = [primariesAt(a), primariesAt(b)];
+  for (let i = 0; i < 100; i++) await (await w.fetch(`/p/${i}`)).arrayBuffer();
+  const [aShare, bShare] = [primariesAt(a) - aBefore, primariesAt(b) - bBefore];
+  console.log(`# primaries after warm-up: a ${aShare}, b ${bShare}`);
+  assert.ok(bShare >= 85, `b (fast) took ${bShare} of 100`);
+  assert.ok(b.requests.length > 0 && a.requests.length > 0, "both origins were tried");
+});
+
+test("ordered primaries stay on the first origin however slow", async () => {
+  const a = await origin("a", () => ({ delayMs: 50, body: "from-a" }));
+  const b = await origin("b", () => ({ delayMs: 5, body: "from-b" }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_PRIMARY: "ordered", HEDGE_MODE: "off" });
+  for (let i = 0; i < 30; i++) assert.equal(await (await w.fetch(`/o/${i}`)).text(), "from-a");
+  assert.equal(b.requests.length, 0);
+});
+
+test("an origin that stops the world: its requests are hedged at the stall check, long before the delay", async () => {
+  let stalled = false;
+  const a = await origin("a", () => ({ delayMs: stalled ? 10_000 : 20, body: "from-a" }));
+  const b = await origin("b", () => ({ delayMs: 20, body: "from-b" }));
+  const w = await worker({
+    HEDGE_ORIGINS: origins(a, b),
+    // A hedge delay far beyond the stall check: a hedge before it is the stall's.
+    HEDGE_MODE: "static",
+    HEDGE_STATIC_DELAY_MS: "5000",
+    HEDGE_STALL_FACTOR: "3",
+  });
+  // a's recent latency: ~20 ms, so a silence of ~60 ms with legs in flight is a stall.
+  for (let i = 0; i < 30; i++) assert.equal(await (await w.fetch(`/s/warm/${i}`)).text(), "from-a");
+  stalled = true;
+  const started = performance.now();
+  const results = await Promise.all(
+    Array.from({ length: 6 }, async (_, i) => {
+      const res = await w.fetch(`/s/${i}`);
+      const body = await res.text();
+      return { body, ms: performance.now() - started, hedge: serverTiming(res.headers.get("server-timing")).hedge };
+    }),
+  );
+  for (const r of results) {
+    assert.equal(r.body, "from-b");
+    assert.equal(r.hedge?.desc, "stall");
+    // 5 s hedge delay, 10 s stall: 500 ms is ten times below the delay.
+    assert.ok(r.ms < 500, `answered after ${r.ms.toFixed(0)} ms`);
+  }
+});
+
+test("a fast 503 is retried on the healthy peer even once the failing origin's budget is cut", async () => {
+  // Every 8th answer from a is an instant 503: 12.5%, far past the 2% at
+  // which a's own hedge budget is cut to 5% and its hedges would be refused.
+  let n = 0;
+  const a = await origin("a", () => (n++ % 8 === 7 ? { status: 503, body: "shed" } : { delayMs: 5, body: "from-a" }));
+  const b = await origin("b", () => ({ delayMs: 5, body: "from-b" }));
+  const w = await worker({
+    HEDGE_ORIGINS: origins(a, b),
+    HEDGE_COLD_DELAY_MS: "2000",
+    // No per-second floor: retries live on what the traffic earns.
+    HEDGE_BUDGET_FLOOR_PER_SEC: "0",
+    // a stays in service: its 5xx rate, not its health, is under test.
+    HEDGE_HEALTH_CONSECUTIVE_FAILURES: "1000",
+    HEDGE_HEALTH_FAILURE_RATE: "1",
+  });
+  let failures = 0;
+  const causes = {};
+  for (let i = 0; i < 160; i++) {
+    const res = await w.fetch(`/f/${i}`);
+    const body = await res.text();
+    if (res.status >= 500) failures++;
+    else assert.ok(body === "from-a" || body === "from-b", body);
+    const cause = serverTiming(res.headers.get("server-timing")).hedge?.desc;
+    if (cause) causes[cause] = (causes[cause] ?? 0) + 1;
+  }
+  console.log(`# 503s from a: ${Math.floor(n / 8)}; hedges by cause ${JSON.stringify(causes)}; client 5xx ${failures}`);
+  assert.equal(failures, 0, "no 503 reached a client while b was healthy");
+  assert.ok((causes.failure ?? 0) >= 15, JSON.stringify(causes));
+});
