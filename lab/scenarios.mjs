@@ -34,11 +34,29 @@ const scenarios = {
     description: "answers at once (for throughput measurements)",
     origins: [{ latency: () => 0 }, { latency: () => 0 }],
   },
+  cliff: {
+    description:
+      "a cliff: 90% of requests lognormal(30 ms, 0.25), 10% about 8x slower, lognormal(240 ms, 0.15) (a slow code path, a cold shard)",
+    origins: [{ latency: cliff }, { latency: cliff }],
+  },
+  "rare-stalls": {
+    description: "rare long stalls: lognormal(40 ms, 0.35), 0.6% of requests +200 ms to +1 s (lock waits, a lost SYN)",
+    origins: [{ latency: rareStalls }, { latency: rareStalls }],
+  },
   "fast-503": {
     description: "the primary sheds 5% of requests with a 503 after 2 ms; otherwise both are heavy-tail",
     origins: [{ latency: heavyTail, fastFailure: { fraction: 0.05, status: 503, afterMs: 2 } }, { latency: heavyTail }],
   },
 };
+
+function cliff(rng) {
+  return rng.next() < 0.9 ? rng.lognormal(30, 0.25) : rng.lognormal(240, 0.15);
+}
+
+function rareStalls(rng) {
+  const base = rng.lognormal(40, 0.35);
+  return rng.next() < 0.006 ? base + 200 + rng.next() * 800 : base;
+}
 
 function bimodal(rng) {
   return rng.next() < 0.85 ? rng.lognormal(8, 0.3) : rng.lognormal(150, 0.3);

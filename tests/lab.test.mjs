@@ -8,7 +8,7 @@ import { heavyTail, originModel, gcSchedule } from "../lab/scenarios.mjs";
 import { oracleBound, quantile } from "../lab/oracle.mjs";
 import { Histogram } from "../lab/histogram.mjs";
 import { runOpenLoop } from "../lab/loadgen.mjs";
-import { runScenario, CONFIGURATIONS } from "../lab/run.mjs";
+import { runScenario, CONFIGURATIONS, DEFAULT_CONFIGURATION } from "../lab/run.mjs";
 
 /** Standard normal CDF (Abramowitz-Stegun 7.1.26, error < 1.5e-7). */
 function phi(z) {
@@ -120,8 +120,8 @@ test("load generator: latency counts from the intended send time, not the actual
   assert.ok(h.percentile(75) >= 5, `p75 ${h.percentile(75)} should include the stalled requests`);
 });
 
-test("a short lab run: pass-through and adaptive side by side", async () => {
-  const configurations = CONFIGURATIONS.filter((c) => c.name === "worker, hedging off" || c.name.startsWith("worker, adaptive"));
+test("a short lab run: pass-through and the default side by side", async () => {
+  const configurations = CONFIGURATIONS.filter((c) => c.name === "worker, hedging off" || c.name === DEFAULT_CONFIGURATION);
   const report = await runScenario({ scenarioName: "heavy-tail", rate: 100, seconds: 2, warmup: 1, seed: "ci", configurations });
   assert.equal(report.rows.length, 2);
   for (const row of report.rows) {

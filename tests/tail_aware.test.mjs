@@ -97,3 +97,34 @@ test("a fast 503 is retried on the healthy peer even once the failing origin's b
   assert.equal(failures, 0, "no 503 reached a client while b was healthy");
   assert.ok((causes.failure ?? 0) >= 15, JSON.stringify(causes));
 });
+
+test("a straggler is hedged on its own origin rather than on a peer that sheds with 503s", async () => {
+  // b answers every 4th request 503: past the 2% at which its budget is cut.
+  let nB = 0;
+  const a = await origin("a", () => ({ delayMs: 100, body: "from-a" }));
+  const b = await origin("b", () => (nB++ % 4 === 3 ? { status: 503, body: "shed" } : { body: "from-b" }));
+  const w = await worker({
+    HEDGE_ORIGINS: origins(a, b),
+    HEDGE_CACHE: "false",
+    HEDGE_COLD_DELAY_MS: "20",
+    HEDGE_MIN_DATA_POINTS: "1000000",
+    HEDGE_HEALTH_MIN_REQUESTS: "1",
+    // b's cut budget still has room for every hedge: only the choice of
+    // target keeps hedges off it.
+    HEDGE_BUDGET_PERCENT: "100",
+    HEDGE_5XX_REDUCED_BUDGET_PERCENT: "100",
+    HEDGE_5XX_STOP_RATE: "0.9",
+  });
+  // Teach the isolate b's 5xx rate: the first hedges go to b.
+  for (let i = 0; i < 12; i++) await (await w.fetch(`/warm/${i}`)).text();
+  assert.ok(b.requests.length > 0, "b was tried");
+  const [toA, toB] = [hedgesAt(a), hedgesAt(b)];
+  for (let i = 0; i < 20; i++) {
+    const res = await w.fetch(`/later/${i}`);
+    assert.equal(res.status, 200);
+    await res.text();
+  }
+  console.log(`# later hedges: to a ${hedgesAt(a) - toA}, to b ${hedgesAt(b) - toB}`);
+  assert.equal(hedgesAt(b) - toB, 0, "no straggler hedge went to the erroring peer");
+  assert.ok(hedgesAt(a) - toA >= 10, "stragglers were hedged on a itself");
+});

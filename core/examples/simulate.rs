@@ -1,10 +1,10 @@
 //! The simulator's command: configurations side by side on one scenario (or
 //! all), on a virtual clock, through the Worker's own Hedger.
 //!
-//! cargo run --release --example simulate -- [--scenario heavy-tail|...|all]
+//! cargo run --release -p hedgehog-core --example simulate -- [--scenario heavy-tail|...|all]
 //!   [--rate 200] [--seconds 60] [--warmup 3] [--isolates 1] [--seed 1]
 //!   [--poisson] [--worker-overhead-ms 1.5] [--pop] [--pop-rtt-ms 5]
-//!   [--routes 1] [--out sim-results]
+//!   [--routes 1] [--var KEY=VALUE (tunes the default; repeatable)] [--out sim-results]
 //!
 //! then `node lab/sim-plot.mjs sim-results` draws the percentile plots.
 
@@ -106,7 +106,17 @@ fn main() {
         );
         let mut rows = Vec::new();
         let mut pass_through = Vec::new();
-        for config in configurations() {
+        for mut config in configurations() {
+            // `--var KEY=VALUE` (repeatable) tunes the default configuration.
+            if config.name.ends_with("(default)") {
+                for pair in args.windows(2).filter(|w| w[0] == "--var").map(|w| &w[1]) {
+                    let Some((key, val)) = pair.split_once('=') else {
+                        eprintln!("simulate: --var expects KEY=VALUE, got {pair:?}");
+                        std::process::exit(2);
+                    };
+                    config.vars.insert(key.to_string(), val.to_string());
+                }
+            }
             let t = Instant::now();
             let result = match run(&params, &config) {
                 Ok(r) => r,
@@ -119,7 +129,7 @@ fn main() {
             };
             simulated += result.simulated;
             eprintln!(
-                "simulate:   {}: {} requests in {:.2} s; hedges by cause {:?}; unhedged over 500 ms {:?}",
+                "simulate:   {}: {} requests in {:.2} s; hedges by cause {:?}; at or above p99 and unhedged {:?}",
                 config.name,
                 result.simulated,
                 t.elapsed().as_secs_f64(),

@@ -70,7 +70,7 @@ pub const KEYS: &[Key] = &[
     Key { name: "HEDGE_POLICY", default: "tail-aware", range: Range::Text, meaning: "tail-aware: primaries by latency (HEDGE_PRIMARY), stalled origins hedged at once and avoided, a fast failure retried on a peer even when its own origin's budget is cut | fixed-quantile: the previous policy (first-in-order primary, hedge at the quantile only), kept for comparison" },
     Key { name: "HEDGE_PRIMARY", default: "latency", range: Range::Text, meaning: "tail-aware policy: latency (primaries drawn by recent latency and failure share, every origin keeping a probe share) | ordered (the first healthy origin in HEDGE_ORIGINS order, e.g. to keep one origin's cache warm)" },
     Key { name: "HEDGE_PRIMARY_PROBE_PERCENT", default: "2", range: Range::Number { min: 0.0, max: 50.0 }, meaning: "HEDGE_PRIMARY=latency: share of primaries every healthy origin keeps however slow, so its recovery is seen" },
-    Key { name: "HEDGE_STALL_FACTOR", default: "3", range: Range::Number { min: 0.0, max: 100.0 }, meaning: "tail-aware policy: an origin with 2+ requests in flight that has not answered for this many times its recent latency is stalled: its aged requests are hedged at once, new primaries go elsewhere (0 = off)" },
+    Key { name: "HEDGE_STALL_FACTOR", default: "2", range: Range::Number { min: 0.0, max: 100.0 }, meaning: "tail-aware policy: an origin with 2+ requests in flight that has not answered for this many times its recent latency is stalled: its aged requests are hedged at once, new primaries go elsewhere (0 = off)" },
     Key { name: "HEDGE_QUANTILE", default: "p95", range: Range::Text, meaning: "latency quantile the adaptive delay hedges at: p50..p99.9 or 0.5..0.999" },
     Key { name: "HEDGE_OFFSET_MS", default: "0", range: Range::Number { min: -10_000.0, max: 10_000.0 }, meaning: "added to the quantile" },
     Key { name: "HEDGE_MIN_DELAY_MS", default: "5", range: Range::Number { min: 0.0, max: 60_000.0 }, meaning: "lower clamp on the adaptive delay" },
@@ -665,6 +665,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
         stall_factor: if tail_aware { stall_factor } else { 0.0 },
         stall_min_ms: STALL_MIN_MS,
         leg_expiry_ms: timeout_ms,
+        governor: tail_aware,
     };
     let body_idle_timeout_ms = Some(r.number("HEDGE_BODY_IDLE_TIMEOUT_MS")).filter(|ms| *ms > 0.0);
     let health = HealthParams {
@@ -782,6 +783,7 @@ impl Params {
             health: self.health,
             zones: self.origins.iter().map(|o| o.zone.clone()).collect(),
             same_origin_hedge: self.same_origin_hedge,
+            avoid_erroring_peers: self.policy == HedgePolicy::TailAware,
         }
     }
 }

@@ -24,7 +24,7 @@ use crate::capped_map::CappedMap;
 use crate::config::{HedgePolicy, Params};
 use crate::estimation::delay_policy::{choose_delay, DelayBasis, DelayChoice, HedgeMode};
 use crate::estimation::estimator::{Estimates, LatencyEstimator};
-use crate::estimation::hedge_benefit::best_delay;
+use crate::estimation::hedge_benefit::{best_delay, BenefitChoice};
 use crate::estimation::sketch::Sample;
 use crate::no_hedge::NoHedge;
 use crate::observe::route_stats::{RaceSummary, RouteStats};
@@ -256,7 +256,7 @@ pub struct Hedger {
 #[derive(Debug, Clone, Copy)]
 struct BenefitCache {
     at_ms: f64,
-    choice: Option<DelayChoice>,
+    choice: Option<BenefitChoice>,
 }
 
 /// How often a route's delay by predicted benefit is recomputed, ms.
@@ -414,10 +414,24 @@ impl Hedger {
         (choice, choice.is_none().then_some(NoHedge::Off))
     }
 
-    /// The delay by predicted benefit for `primary`'s requests on `route`
-    /// (recomputed at most once a second per key), when the route has the
-    /// data for it; else `None` and the quantile decides.
+    /// The delay by predicted benefit for `primary`'s requests on `route`,
+    /// when the route has the data for it; else `None` and the quantile
+    /// decides.
     fn benefit_delay(&mut self, primary: usize, route: &str, now_ms: f64) -> Option<DelayChoice> {
+        let (min_ms, max_ms) = (
+            self.params.delay.min_delay_ms,
+            self.params.delay.max_delay_ms,
+        );
+        self.benefit(primary, route, now_ms).map(|b| DelayChoice {
+            delay_ms: b.delay_ms.clamp(min_ms, max_ms),
+            basis: DelayBasis::Benefit,
+        })
+    }
+
+    /// The delay by predicted benefit for `primary`'s requests on `route`
+    /// and what it is predicted to do (recomputed at most once a second per
+    /// key; also for the stats). `None` until the route has the data.
+    pub fn benefit(&mut self, primary: usize, route: &str, now_ms: f64) -> Option<BenefitChoice> {
         let key = (primary, route.to_string());
         if let Some(cached) = self.benefit.get_mut(&key, now_ms) {
             if now_ms - cached.at_ms < BENEFIT_REFRESH_MS {
@@ -429,12 +443,13 @@ impl Hedger {
         let max_share = (p.budget.percent / 100.0 * BENEFIT_BUDGET_SHARE
             - URGENT_RESERVE * self.urgent_share)
             .max(0.0);
-        let (min_ms, max_ms) = (p.delay.min_delay_ms, p.delay.max_delay_ms);
-        let target = self.gate.likely_target(primary).unwrap_or(primary);
+        let min_samples = p.delay.min_data_points.max(BENEFIT_MIN_SAMPLES);
+        let load = &self.load;
+        self.gate.note_queueing(|i| load.queueing(i));
+        let target = self.gate.likely_target(primary, now_ms).unwrap_or(primary);
         // A target whose 5xx rate cut its share takes no more than that.
         let max_share =
             max_share.min(self.gate.target_share(target, now_ms) * BENEFIT_BUDGET_SHARE);
-        let min_samples = p.delay.min_data_points.max(BENEFIT_MIN_SAMPLES);
         let x = self
             .estimator
             .route_sketch(primary, route, min_samples, now_ms)?
@@ -447,10 +462,7 @@ impl Hedger {
             // No data on the target yet: assume it behaves like the primary.
             None => x.clone(),
         };
-        let choice = best_delay(&x, &y, max_share).map(|b| DelayChoice {
-            delay_ms: b.delay_ms.clamp(min_ms, max_ms),
-            basis: DelayBasis::Benefit,
-        });
+        let choice = best_delay(&x, &y, max_share);
         let fresh = BenefitCache {
             at_ms: now_ms,
             choice,
@@ -675,6 +687,8 @@ impl Hedger {
     }
 
     fn ask_for_hedge(&mut self, state: &mut RaceState, abort_primary: bool, now_ms: f64) -> Action {
+        let load = &self.load;
+        self.gate.note_queueing(|i| load.queueing(i));
         let plan = &state.plan;
         let urgency = match state.hedge_cause {
             _ if plan.retry || !self.params.policy.hedges_urgently() => None,
@@ -898,6 +912,7 @@ mod tests {
         let mut h = hedger(&[
             ("HEDGE_PRIMARY", "ordered"),
             ("HEDGE_STATIC_DELAY_MS", "1000"),
+            ("HEDGE_STALL_FACTOR", "3"),
         ]);
         learn_latency(&mut h, 0.0);
         // Two requests go out at 100 ms and nothing answers: a 60 ms silence
@@ -926,6 +941,7 @@ mod tests {
         let mut h = hedger(&[
             ("HEDGE_PRIMARY", "ordered"),
             ("HEDGE_STATIC_DELAY_MS", "100"),
+            ("HEDGE_STALL_FACTOR", "3"),
         ]);
         learn_latency(&mut h, 0.0);
         let mut slow = start(&mut h, 100.0);

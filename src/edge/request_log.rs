@@ -52,6 +52,9 @@ pub(crate) fn begin(
         hedge_delay_ms: plan.delay.map(|d| d.delay_ms),
         delay_basis: plan.delay.map(|d| d.basis.as_str()),
         hedge_sent: state.hedge_sent(),
+        hedge_cause: (state.hedge_cause)
+            .filter(|_| state.hedge_sent())
+            .map(|cause| cause.as_str()),
         hedge_skip: state.no_hedge.map(|reason| reason.as_str()),
         legs,
     }

@@ -8,8 +8,9 @@ use worker::web_sys;
 
 use super::{isolate, reply};
 use hedgehog_core::admission::health::BudgetLevel;
+use hedgehog_core::config::HedgePolicy;
 use hedgehog_core::config::Params;
-use hedgehog_core::estimation::delay_policy::choose_delay;
+use hedgehog_core::estimation::delay_policy::{choose_delay, DelayBasis, DelayChoice, HedgeMode};
 use hedgehog_core::estimation::estimator::Estimates;
 use hedgehog_core::observe::route_stats::{bearer_matches, RouteCounters};
 
@@ -65,6 +66,12 @@ struct RouteJson<'a> {
     /// (route, blend, pop, origin, cold, static, retry); none when hedging is off.
     hedge_delay_ms: Option<f64>,
     delay_basis: Option<&'static str>,
+    /// With a delay by predicted benefit: the share of requests expected to
+    /// get a hedge (the expected extra load), and the mean of the slowest 1%
+    /// predicted with that delay and without hedging.
+    predicted_hedge_share: Option<f64>,
+    predicted_tail_ms: Option<f64>,
+    unhedged_tail_ms: Option<f64>,
     #[serde(flatten)]
     counters: CountersJson,
 }
@@ -155,16 +162,33 @@ pub(crate) fn respond(
                 }
             })
             .collect();
-        let routes = h
-            .route_stats
-            .keys()
+        // Copied out first: the benefit look-up needs the whole Hedger.
+        let keys: Vec<((usize, String), RouteCounters)> = (h.route_stats.keys())
+            .map(|(key, c)| (key.clone(), *c))
+            .collect();
+        let routes = keys
+            .iter()
             .map(|((origin, route), c)| {
                 let estimates = Estimates {
                     pop: h.pop.estimate(*origin, route, now_ms),
                     ..h.estimator.estimates(*origin, route, q, now_ms)
                 };
                 let (local, pop) = (estimates.route, estimates.pop);
-                let delay = choose_delay(params.mode, &params.delay, &estimates);
+                let benefit = match (params.mode, params.policy) {
+                    (HedgeMode::Adaptive, HedgePolicy::TailAware) => {
+                        h.benefit(*origin, route, now_ms)
+                    }
+                    _ => None,
+                };
+                let delay = match benefit {
+                    Some(b) => Some(DelayChoice {
+                        delay_ms: b
+                            .delay_ms
+                            .clamp(params.delay.min_delay_ms, params.delay.max_delay_ms),
+                        basis: DelayBasis::Benefit,
+                    }),
+                    None => choose_delay(params.mode, &params.delay, &estimates),
+                };
                 RouteJson {
                     origin: params.origins.get(*origin).map_or("?", |o| o.name.as_str()),
                     route,
@@ -174,6 +198,9 @@ pub(crate) fn respond(
                     pop_samples: pop.map_or(0, |e| e.samples),
                     hedge_delay_ms: delay.map(|d| d.delay_ms),
                     delay_basis: delay.map(|d| d.basis.as_str()),
+                    predicted_hedge_share: benefit.map(|b| b.hedge_share),
+                    predicted_tail_ms: benefit.map(|b| b.tail_ms),
+                    unhedged_tail_ms: benefit.map(|b| b.unhedged_tail_ms),
                     counters: counters(c),
                 }
             })

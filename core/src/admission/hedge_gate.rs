@@ -35,6 +35,9 @@ impl HedgeDenied {
     }
 }
 
+/// A stall's hedges may borrow this many bucket sizes.
+const STALL_OVERDRAFT: f64 = 3.0;
+
 /// Why a hedge cannot wait for the budget to refill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Urgency {
@@ -68,6 +71,10 @@ pub struct GateParams {
     pub zones: Vec<Option<String>>,
     /// With no healthy peer, hedge to the primary itself on a new request.
     pub same_origin_hedge: bool,
+    /// A straggler's hedge skips a peer whose 5xx rate cut its budget when
+    /// the primary itself could take it (tail-aware policy): a hedge that
+    /// fails fast rescues nothing, and the erroring peer is spared the load.
+    pub avoid_erroring_peers: bool,
 }
 
 /// Per-isolate hedge admission state.
@@ -78,6 +85,9 @@ pub struct HedgeGate {
     health: Vec<OriginHealth>,
     zones: Vec<Option<String>>,
     same_origin_hedge: bool,
+    avoid_erroring_peers: bool,
+    /// Origins queueing now (the overload governor's view): no hedges to them.
+    queueing: Vec<bool>,
     pop_rates: Vec<Option<PopRate>>,
     /// Thresholds for PoP rates; a PoP rate is used for one health window
     /// and only over at least `min_requests` answers, like a local one.
@@ -104,6 +114,8 @@ impl HedgeGate {
                 .collect(),
             zones: params.zones.clone(),
             same_origin_hedge: params.same_origin_hedge,
+            avoid_erroring_peers: params.avoid_erroring_peers,
+            queueing: vec![false; origins],
             pop_rates: vec![None; origins],
             health_params: params.health,
         }
@@ -204,18 +216,35 @@ impl HedgeGate {
         {
             return Err(HedgeDenied::Budget);
         }
-        let overdraft = if urgency.is_some() {
-            self.budget.capacity()
-        } else {
-            0.0
+        let overdraft = match urgency {
+            None => 0.0,
+            Some(Urgency::Failure) => self.budget.capacity(),
+            // A stall stops every request in flight at once: its hedges come
+            // in a burst larger than any bucket banks.
+            Some(Urgency::Stall) => STALL_OVERDRAFT * self.budget.capacity(),
         };
         if charge_budget && self.budget.tokens(now_ms) < 1.0 - overdraft {
             return Err(HedgeDenied::Budget);
         }
         let zones: Vec<Option<&str>> = self.zones.iter().map(|z| z.as_deref()).collect();
+        // A straggler on a primary in good standing is better hedged on the
+        // primary itself than on a peer that fails fast; urgent hedges (the
+        // primary stalled or failed) still go to the peer.
+        // A queueing origin takes no hedge that adds load (a failure's retry
+        // replaces a request, it adds none).
+        let queueing = |i: usize| !after_failure && self.queueing.get(i).copied().unwrap_or(false);
+        let same_origin_allowed = same_origin_allowed && !queueing(primary);
+        let skip_erroring = self.avoid_erroring_peers
+            && same_origin_allowed
+            && urgency.is_none()
+            && primary_level == BudgetLevel::Full;
         let target = choose_hedge(primary, &zones, same_origin_allowed, |i| {
+            if queueing(i) {
+                return false;
+            }
             let room = match level_of(i) {
                 BudgetLevel::Stopped => false,
+                BudgetLevel::Reduced(_) if skip_erroring => false,
                 BudgetLevel::Reduced(_) => !charge_budget || self.reduced[i].tokens(now_ms) >= 1.0,
                 BudgetLevel::Full => true,
             };
@@ -248,10 +277,20 @@ impl HedgeGate {
 
     /// Where a hedge of `primary`'s request would most likely go now (the
     /// first healthy peer in preference order), without claiming anything.
-    pub fn likely_target(&self, primary: usize) -> Option<usize> {
+    pub fn likely_target(&mut self, primary: usize, now_ms: f64) -> Option<usize> {
+        let levels: Vec<BudgetLevel> = (0..self.health.len())
+            .map(|i| self.level(i, now_ms))
+            .collect();
+        let skip_erroring = self.avoid_erroring_peers
+            && self.same_origin_hedge
+            && levels.get(primary) == Some(&BudgetLevel::Full);
         let zones: Vec<Option<&str>> = self.zones.iter().map(|z| z.as_deref()).collect();
-        match choose_hedge(primary, &zones, self.same_origin_hedge, |i| {
-            self.health[i].is_healthy()
+        let queueing = &self.queueing;
+        let same_origin =
+            self.same_origin_hedge && !queueing.get(primary).copied().unwrap_or(false);
+        match choose_hedge(primary, &zones, same_origin, |i| {
+            let erroring = matches!(levels[i], BudgetLevel::Reduced(_) | BudgetLevel::Stopped);
+            self.health[i].is_healthy() && !(skip_erroring && erroring) && !queueing[i]
         })? {
             HedgeTarget::Peer(i) => Some(i),
             HedgeTarget::SameOrigin => Some(primary),
@@ -265,6 +304,14 @@ impl HedgeGate {
             BudgetLevel::Full => 1.0,
             BudgetLevel::Reduced(percent) => percent / 100.0,
             BudgetLevel::Stopped => 0.0,
+        }
+    }
+
+    /// Which origins are queueing now (from the load tracker): until the
+    /// next note, hedges other than failure retries skip them.
+    pub fn note_queueing(&mut self, queueing: impl Fn(usize) -> bool) {
+        for (i, slot) in self.queueing.iter_mut().enumerate() {
+            *slot = queueing(i);
         }
     }
 

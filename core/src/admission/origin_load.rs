@@ -16,6 +16,12 @@
 //!   line up like that. Its aged requests are hedged at once and new
 //!   primaries go elsewhere until it answers again.
 //!
+//! - **Headroom**: an origin whose recent latency has risen to twice its
+//!   baseline (the lowest it has been lately, allowed to drift up by at most
+//!   2x a minute) is queueing: it gets no hedges until it is back under 1.5x
+//!   (hysteresis), so hedging never feeds an overload. Only its hedges stop;
+//!   its primaries follow the latency weights.
+//!
 //! Legs are tracked by id with their start time and forgotten after the
 //! request timeout, so a request whose events never arrive (the runtime
 //! dropped it) cannot leave an origin looking busy forever.
@@ -36,6 +42,8 @@ pub struct OriginLoadParams {
     pub stall_min_ms: f64,
     /// A leg unreported for this long is forgotten (the request timeout).
     pub leg_expiry_ms: f64,
+    /// Withhold hedges from queueing origins (the overload governor).
+    pub governor: bool,
 }
 
 /// Weight of a new answer in the latency and failure averages (about the
@@ -50,6 +58,16 @@ const FAILURE_PENALTY: f64 = 10.0;
 /// Legs in flight before a silence can be a stall.
 const STALL_MIN_IN_FLIGHT: usize = 2;
 
+/// Latency over baseline at which an origin counts as queueing...
+const QUEUEING_ABOVE: f64 = 2.0;
+/// ...and below which it has headroom again.
+const HEADROOM_BELOW: f64 = 1.5;
+/// The baseline may rise by this factor per minute (a lasting change of
+/// latency becomes the new normal; an overload of minutes does not).
+const BASELINE_DRIFT_PER_MINUTE: f64 = 2.0;
+/// Answers before the baseline is trusted.
+const BASELINE_MIN_ANSWERS: u32 = 20;
+
 #[derive(Debug, Clone, Default)]
 struct OriginState {
     /// Leg id -> start time. Ids grow with time, so the first is the oldest.
@@ -57,6 +75,10 @@ struct OriginState {
     last_answer_ms: Option<f64>,
     latency_ms: Option<f64>,
     failure_share: f64,
+    /// The lowest recent latency average, and when it was last updated.
+    baseline: Option<(f64, f64)>,
+    answers: u32,
+    queueing: bool,
 }
 
 /// Per-origin live load, per isolate.
@@ -109,10 +131,24 @@ impl OriginLoad {
         o.last_answer_ms = Some(o.last_answer_ms.map_or(now_ms, |t| t.max(now_ms)));
         o.failure_share += EWMA_WEIGHT * (f64::from(u8::from(failed)) - o.failure_share);
         if !failed && latency_ms.is_finite() && latency_ms >= 0.0 {
-            o.latency_ms = Some(match o.latency_ms {
+            let avg = match o.latency_ms {
                 None => latency_ms,
                 Some(avg) => avg + EWMA_WEIGHT * (latency_ms.min(avg * LATENCY_CLIP) - avg),
+            };
+            o.latency_ms = Some(avg);
+            o.answers = o.answers.saturating_add(1);
+            let drifted = o.baseline.map_or(avg, |(base, at)| {
+                let minutes = ((now_ms - at) / 60_000.0).max(0.0);
+                base * BASELINE_DRIFT_PER_MINUTE.powf(minutes)
             });
+            o.baseline = Some((avg.min(drifted), now_ms));
+            if let (Some((base, _)), true) = (o.baseline, o.answers >= BASELINE_MIN_ANSWERS) {
+                o.queueing = if o.queueing {
+                    avg > base * HEADROOM_BELOW
+                } else {
+                    avg > base * QUEUEING_ABOVE
+                };
+            }
         }
     }
 
@@ -138,6 +174,12 @@ impl OriginLoad {
     /// Its share of failed answers (recent, averaged).
     pub fn failure_share(&self, origin: usize) -> f64 {
         self.origins.get(origin).map_or(0.0, |o| o.failure_share)
+    }
+
+    /// Whether `origin` is queueing (its latency at twice its baseline, until
+    /// back under 1.5x): it takes no hedges.
+    pub fn queueing(&self, origin: usize) -> bool {
+        self.params.governor && self.origins.get(origin).is_some_and(|o| o.queueing)
     }
 
     /// The silence after which `origin` counts as stalled, if stall
@@ -262,6 +304,7 @@ mod tests {
         stall_factor: 3.0,
         stall_min_ms: 20.0,
         leg_expiry_ms: 30_000.0,
+        governor: true,
     };
 
     /// Feeds `n` answers of `latency_ms` (failed or not) to `origin`.
@@ -361,6 +404,21 @@ mod tests {
         load.leg_answered(0, quick, 30.0, false, 430.0);
         assert!(!load.stalled(0, 500.0));
         load.leg_answered(0, slow, 400.0, false, 500.0);
+    }
+
+    #[test]
+    fn an_origin_whose_latency_doubles_is_queueing_until_back_under_one_and_a_half() {
+        let mut load = OriginLoad::new(PARAMS, 1, 7);
+        answers(&mut load, 0, 50, 40.0, false);
+        assert!(!load.queueing(0));
+        // The average climbs as answers slow down (at most 3x a step).
+        answers(&mut load, 0, 40, 120.0, false);
+        assert!(load.queueing(0), "{:?}", load.latency_ms(0));
+        // Back to 70 ms: under 2x, but not yet under 1.5x of 40.
+        answers(&mut load, 0, 60, 70.0, false);
+        assert!(load.queueing(0), "{:?}", load.latency_ms(0));
+        answers(&mut load, 0, 100, 40.0, false);
+        assert!(!load.queueing(0), "{:?}", load.latency_ms(0));
     }
 
     #[test]

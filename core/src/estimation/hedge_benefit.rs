@@ -20,8 +20,8 @@ use crate::estimation::sketch::{bucket_value, LatencySketch};
 
 /// The tail the objective averages: the slowest 1%.
 const TAIL: f64 = 0.01;
-/// Delays whose tail is within this factor of the best count as as good.
-const GOOD_ENOUGH: f64 = 1.02;
+/// Delays whose tail is within this share of the best count as as good.
+const GOOD_ENOUGH: f64 = 0.02;
 
 /// The delay chosen and what it is predicted to do.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -36,9 +36,13 @@ pub struct BenefitChoice {
     pub unhedged_tail_ms: f64,
 }
 
-/// A distribution as sorted (value, probability mass) steps.
+/// A distribution as ascending values, each with the probability of being
+/// slower than it (`P(V > values[k])`).
 #[derive(Debug, Clone)]
-struct Steps(Vec<(f64, f64)>);
+struct Steps {
+    values: Vec<f64>,
+    slower: Vec<f64>,
+}
 
 impl Steps {
     /// The Kaplan-Meier estimate from completions and censored samples: a
@@ -52,45 +56,36 @@ impl Steps {
             return None;
         }
         let mut survival = 1.0;
-        let mut steps: Vec<(f64, f64)> = Vec::new();
+        let (mut values, mut slower) = (Vec::new(), Vec::new());
         for (index, counts) in sketch.buckets() {
             if at_risk <= 0.0 {
                 break;
             }
             if counts.completed > 0 {
-                let after = survival * (1.0 - counts.completed as f64 / at_risk);
-                steps.push((bucket_value(index), survival - after));
-                survival = after;
+                survival *= 1.0 - counts.completed as f64 / at_risk;
+                values.push(bucket_value(index));
+                slower.push(survival.max(0.0));
             }
             at_risk -= (counts.completed + counts.censored) as f64;
         }
-        let last = steps.last_mut()?;
-        last.1 += survival.max(0.0);
-        Some(Self(steps))
+        *slower.last_mut()? = 0.0;
+        Some(Self { values, slower })
     }
 
-    /// `P(V > t)`.
+    /// `P(V > t)`, by binary search.
     fn survival(&self, t: f64) -> f64 {
-        let at_or_below: f64 = self
-            .0
-            .iter()
-            .take_while(|(v, _)| *v <= t)
-            .map(|(_, p)| p)
-            .sum();
-        (1.0 - at_or_below).max(0.0)
+        match self.values.partition_point(|v| *v <= t) {
+            0 => 1.0,
+            k => self.slower[k - 1],
+        }
     }
 }
 
 /// The mean of the slowest `TAIL` of `min(X, d + Y)` (`d` infinite: of X).
 fn tail_mean(x: &Steps, y: &Steps, d: f64) -> f64 {
-    // The support of min(X, d + Y): X's values below d, and both X's and
-    // d + Y's values from d on. Walk it from the top, adding mass until TAIL.
-    let mut points: Vec<f64> = x.0.iter().map(|(v, _)| *v).collect();
-    if d.is_finite() {
-        points.extend(y.0.iter().map(|(v, _)| d + v));
-    }
-    points.sort_by(|a, b| b.total_cmp(a));
-    points.dedup();
+    // The support of min(X, d + Y) lies in X's values and d + Y's values:
+    // walk both from the top down (a merge of two descending lists), adding
+    // each point's mass until the slowest TAIL is covered.
     let survival = |t: f64| {
         if t < d {
             x.survival(t)
@@ -98,18 +93,40 @@ fn tail_mean(x: &Steps, y: &Steps, d: f64) -> f64 {
             x.survival(t) * y.survival(t - d)
         }
     };
+    let (mut i, mut j) = (
+        x.values.len(),
+        if d.is_finite() { y.values.len() } else { 0 },
+    );
+    let next = |i: &mut usize, j: &mut usize| -> Option<f64> {
+        let a = i.checked_sub(1).map(|k| x.values[k]);
+        let b = j.checked_sub(1).map(|k| d + y.values[k]);
+        let top = match (a, b) {
+            (Some(a), Some(b)) => a.max(b),
+            (a, b) => a.or(b)?,
+        };
+        // Step past every copy of the top value on both sides.
+        while *i > 0 && x.values[*i - 1] >= top {
+            *i -= 1;
+        }
+        while *j > 0 && d + y.values[*j - 1] >= top {
+            *j -= 1;
+        }
+        Some(top)
+    };
     let mut taken = 0.0;
     let mut sum = 0.0;
-    for (k, &t) in points.iter().enumerate() {
+    let mut point = next(&mut i, &mut j);
+    while let Some(t) = point {
+        let below = next(&mut i, &mut j);
         // Mass exactly at t: P(Z > t-) - P(Z > t), t- the next point down.
-        let below = points.get(k + 1).copied().unwrap_or(f64::NEG_INFINITY);
-        let mass = (survival(below) - survival(t)).max(0.0);
+        let mass = (survival(below.unwrap_or(f64::NEG_INFINITY)) - survival(t)).max(0.0);
         let take = mass.min(TAIL - taken);
         sum += take * t;
         taken += take;
         if taken >= TAIL - 1e-12 {
             break;
         }
+        point = below;
     }
     if taken <= 0.0 {
         0.0
@@ -130,20 +147,20 @@ pub fn best_delay(
     let y = Steps::of(target)?;
     let unhedged_tail_ms = tail_mean(&x, &y, f64::INFINITY);
     // Candidates: X's own values at which few enough requests still run.
-    let candidates: Vec<(f64, f64)> =
-        x.0.iter()
-            .map(|(v, _)| (*v, x.survival(*v)))
-            .filter(|(_, share)| *share <= max_hedge_share && *share > 0.0)
-            .collect();
+    let candidates: Vec<(f64, f64)> = (x.values.iter().zip(&x.slower))
+        .map(|(v, share)| (*v, *share))
+        .filter(|(_, share)| *share <= max_hedge_share && *share > 0.0)
+        .collect();
     let scored: Vec<(f64, f64, f64)> = candidates
         .iter()
         .map(|&(d, share)| (d, share, tail_mean(&x, &y, d)))
         .collect();
     let best = scored.iter().map(|s| s.2).reduce(f64::min)?;
+    let slack = best * GOOD_ENOUGH;
     // Hedging must pay: otherwise the latest candidate (least load).
     let &(delay_ms, hedge_share, tail_ms) = scored
         .iter()
-        .filter(|s| s.2 <= best * GOOD_ENOUGH)
+        .filter(|s| s.2 <= best + slack)
         .max_by(|a, b| a.0.total_cmp(&b.0))?;
     Some(BenefitChoice {
         delay_ms,

@@ -81,6 +81,8 @@ pub struct RequestLine {
     pub delay_basis: Option<&'static str>,
     /// Whether a hedge went out.
     pub hedge_sent: bool,
+    /// Why it went out: `delay`, `stall` or `failure`.
+    pub hedge_cause: Option<&'static str>,
     /// Why no hedge was armed or sent, if so.
     pub hedge_skip: Option<&'static str>,
     /// Each leg that ran.
@@ -121,6 +123,7 @@ mod tests {
             hedge_delay_ms: Some(8.0),
             delay_basis: Some("route"),
             hedge_sent: true,
+            hedge_cause: Some("delay"),
             hedge_skip: None,
             legs: vec![],
         };

@@ -77,8 +77,10 @@ pub struct RunResult {
     pub pushes: u64,
     /// Hedges sent, by why (delay, stall, failure).
     pub hedge_causes: BTreeMap<&'static str, u64>,
-    /// Requests slower than 500 ms that got no hedge, by why not.
+    /// Requests at or above the run's p99 that got no hedge, by why not.
     pub slow_unhedged: BTreeMap<&'static str, u64>,
+    /// Every measured request that got no hedge: (latency, why not).
+    unhedged: Vec<(f64, &'static str)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -264,6 +266,12 @@ pub fn run(
         }
     }
     sim.result.simulated = sim.requests.len() as u64;
+    let p99 = super::report::percentile(&mut sim.result.latencies_ms.clone(), 0.99);
+    for &(latency, why) in &sim.result.unhedged {
+        if latency >= p99 {
+            *sim.result.slow_unhedged.entry(why).or_default() += 1;
+        }
+    }
     Ok(sim.result)
 }
 
@@ -453,9 +461,9 @@ impl Sim<'_> {
         if let (true, Some(cause)) = (race.hedge_sent(), race.hedge_cause) {
             *res.hedge_causes.entry(cause.as_str()).or_default() += 1;
         }
-        if latency > 500.0 && !race.hedge_sent() {
-            let why = race.no_hedge.map_or("none", |n| n.as_str());
-            *res.slow_unhedged.entry(why).or_default() += 1;
+        if !race.hedge_sent() {
+            res.unhedged
+                .push((latency, race.no_hedge.map_or("none", |n| n.as_str())));
         }
     }
 }
