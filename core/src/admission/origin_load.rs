@@ -13,14 +13,19 @@
 //! - **Stalls**: an origin with several legs in flight, none of which has
 //!   answered for `stall_factor` times its usual latency while no other leg
 //!   answered either, has stopped the world. Independent stragglers rarely
-//!   line up like that. Its aged requests are hedged at once and new
+//!   line up like that. The silence is also at least five of the origin's
+//!   usual gaps between answers: where an isolate sees few answers, a quiet
+//!   spell is not news. Its aged requests are hedged at once and new
 //!   primaries go elsewhere until it answers again.
 //!
-//! - **Headroom**: an origin whose recent latency has risen to twice its
-//!   baseline (the lowest it has been lately, allowed to drift up by at most
-//!   2x a minute) is queueing: it gets no hedges until it is back under 1.5x
-//!   (hysteresis), so hedging never feeds an overload. Only its hedges stop;
-//!   its primaries follow the latency weights.
+//! - **Headroom**: an origin whose fast answers have slowed to twice their
+//!   baseline is queueing: it gets no hedges until it is back under 1.5x
+//!   (hysteresis), so hedging never feeds an overload. "Fast answers" is a
+//!   running estimate of its 25th percentile: a queue delays every request,
+//!   the fast ones too, while stragglers, stalls and a slow minority (what
+//!   hedging is for) leave it alone. The baseline is the lowest it has been
+//!   lately, allowed to drift up by at most 2x a minute. Only hedges stop;
+//!   primaries follow the latency weights.
 //!
 //! Legs are tracked by id with their start time and forgotten after the
 //! request timeout, so a request whose events never arrive (the runtime
@@ -57,6 +62,9 @@ const LATENCY_CLIP: f64 = 3.0;
 const FAILURE_PENALTY: f64 = 10.0;
 /// Legs in flight before a silence can be a stall.
 const STALL_MIN_IN_FLIGHT: usize = 2;
+/// A stall's silence is at least this many usual gaps between answers (a
+/// Poisson stream stays this quiet by chance less than 1% of the time).
+const STALL_MIN_GAPS: f64 = 5.0;
 
 /// Latency over baseline at which an origin counts as queueing...
 const QUEUEING_ABOVE: f64 = 2.0;
@@ -66,7 +74,11 @@ const HEADROOM_BELOW: f64 = 1.5;
 /// latency becomes the new normal; an overload of minutes does not).
 const BASELINE_DRIFT_PER_MINUTE: f64 = 2.0;
 /// Answers before the baseline is trusted.
-const BASELINE_MIN_ANSWERS: u32 = 20;
+const BASELINE_MIN_ANSWERS: u32 = 50;
+/// The quantile "fast answers" tracks...
+const FAST_QUANTILE: f64 = 0.25;
+/// ...moving by this share of itself per answer.
+const FAST_STEP: f64 = 0.04;
 
 #[derive(Debug, Clone, Default)]
 struct OriginState {
@@ -75,7 +87,11 @@ struct OriginState {
     last_answer_ms: Option<f64>,
     latency_ms: Option<f64>,
     failure_share: f64,
-    /// The lowest recent latency average, and when it was last updated.
+    /// The usual time between two answers (an average, clipped like latency).
+    gap_ms: Option<f64>,
+    /// A running estimate of the 25th percentile of successful answers.
+    fast_ms: Option<f64>,
+    /// The lowest recent `fast_ms`, and when it was last updated.
     baseline: Option<(f64, f64)>,
     answers: u32,
     queueing: bool,
@@ -128,6 +144,13 @@ impl OriginLoad {
             return;
         };
         o.in_flight.remove(&id);
+        if let Some(last) = o.last_answer_ms {
+            let gap = (now_ms - last).max(0.0);
+            o.gap_ms = Some(match o.gap_ms {
+                None => gap,
+                Some(avg) => avg + EWMA_WEIGHT * (gap.min(avg.max(1.0) * LATENCY_CLIP) - avg),
+            });
+        }
         o.last_answer_ms = Some(o.last_answer_ms.map_or(now_ms, |t| t.max(now_ms)));
         o.failure_share += EWMA_WEIGHT * (f64::from(u8::from(failed)) - o.failure_share);
         if !failed && latency_ms.is_finite() && latency_ms >= 0.0 {
@@ -137,16 +160,30 @@ impl OriginLoad {
             };
             o.latency_ms = Some(avg);
             o.answers = o.answers.saturating_add(1);
-            let drifted = o.baseline.map_or(avg, |(base, at)| {
+            // Stochastic quantile tracking: a step up a quarter of the time
+            // and down three quarters settles where 25% of answers are faster.
+            let fast = match o.fast_ms {
+                None => latency_ms,
+                Some(fast) => {
+                    let step = FAST_STEP * fast.max(1.0);
+                    if latency_ms < fast {
+                        fast - (1.0 - FAST_QUANTILE) * step
+                    } else {
+                        fast + FAST_QUANTILE * step
+                    }
+                }
+            };
+            o.fast_ms = Some(fast);
+            let drifted = o.baseline.map_or(fast, |(base, at)| {
                 let minutes = ((now_ms - at) / 60_000.0).max(0.0);
                 base * BASELINE_DRIFT_PER_MINUTE.powf(minutes)
             });
-            o.baseline = Some((avg.min(drifted), now_ms));
+            o.baseline = Some((fast.min(drifted), now_ms));
             if let (Some((base, _)), true) = (o.baseline, o.answers >= BASELINE_MIN_ANSWERS) {
                 o.queueing = if o.queueing {
-                    avg > base * HEADROOM_BELOW
+                    fast > base * HEADROOM_BELOW
                 } else {
-                    avg > base * QUEUEING_ABOVE
+                    fast > base * QUEUEING_ABOVE
                 };
             }
         }
@@ -188,8 +225,14 @@ impl OriginLoad {
         if self.params.stall_factor <= 0.0 {
             return None;
         }
-        let latency = self.latency_ms(origin)?;
-        Some((latency * self.params.stall_factor).max(self.params.stall_min_ms))
+        let o = self.origins.get(origin)?;
+        let latency = o.latency_ms?;
+        let gaps = o.gap_ms.unwrap_or(0.0) * STALL_MIN_GAPS;
+        Some(
+            (latency * self.params.stall_factor)
+                .max(gaps)
+                .max(self.params.stall_min_ms),
+        )
     }
 
     /// Whether `origin` has stopped answering: several legs in flight, the
@@ -409,16 +452,28 @@ mod tests {
     #[test]
     fn an_origin_whose_latency_doubles_is_queueing_until_back_under_one_and_a_half() {
         let mut load = OriginLoad::new(PARAMS, 1, 7);
-        answers(&mut load, 0, 50, 40.0, false);
+        answers(&mut load, 0, 60, 40.0, false);
         assert!(!load.queueing(0));
-        // The average climbs as answers slow down (at most 3x a step).
-        answers(&mut load, 0, 40, 120.0, false);
-        assert!(load.queueing(0), "{:?}", load.latency_ms(0));
+        // Every answer slows down (a queue): the fast ones too.
+        answers(&mut load, 0, 150, 120.0, false);
+        assert!(load.queueing(0));
         // Back to 70 ms: under 2x, but not yet under 1.5x of 40.
-        answers(&mut load, 0, 60, 70.0, false);
-        assert!(load.queueing(0), "{:?}", load.latency_ms(0));
-        answers(&mut load, 0, 100, 40.0, false);
-        assert!(!load.queueing(0), "{:?}", load.latency_ms(0));
+        answers(&mut load, 0, 150, 70.0, false);
+        assert!(load.queueing(0));
+        answers(&mut load, 0, 300, 40.0, false);
+        assert!(!load.queueing(0));
+    }
+
+    #[test]
+    fn stragglers_and_a_slow_minority_are_not_a_queue() {
+        let mut load = OriginLoad::new(PARAMS, 1, 7);
+        answers(&mut load, 0, 60, 40.0, false);
+        // One answer in five takes 20x longer: the fast ones are unchanged.
+        for _ in 0..100 {
+            answers(&mut load, 0, 4, 40.0, false);
+            answers(&mut load, 0, 1, 800.0, false);
+        }
+        assert!(!load.queueing(0));
     }
 
     #[test]
