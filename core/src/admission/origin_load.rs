@@ -146,18 +146,12 @@ impl OriginLoad {
         o.in_flight.remove(&id);
         if let Some(last) = o.last_answer_ms {
             let gap = (now_ms - last).max(0.0);
-            o.gap_ms = Some(match o.gap_ms {
-                None => gap,
-                Some(avg) => avg + EWMA_WEIGHT * (gap.min(avg.max(1.0) * LATENCY_CLIP) - avg),
-            });
+            o.gap_ms = Some(clipped_average(o.gap_ms, gap));
         }
         o.last_answer_ms = Some(o.last_answer_ms.map_or(now_ms, |t| t.max(now_ms)));
         o.failure_share += EWMA_WEIGHT * (f64::from(u8::from(failed)) - o.failure_share);
         if !failed && latency_ms.is_finite() && latency_ms >= 0.0 {
-            let avg = match o.latency_ms {
-                None => latency_ms,
-                Some(avg) => avg + EWMA_WEIGHT * (latency_ms.min(avg * LATENCY_CLIP) - avg),
-            };
+            let avg = clipped_average(o.latency_ms, latency_ms);
             o.latency_ms = Some(avg);
             o.answers = o.answers.saturating_add(1);
             // Stochastic quantile tracking: a step up a quarter of the time
@@ -334,6 +328,15 @@ impl OriginLoad {
         x ^= x >> 27;
         self.rng = x;
         (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// `average` moved toward `sample` by one answer's weight, the sample first
+/// capped at `LATENCY_CLIP` times the average; the first sample starts it.
+fn clipped_average(average: Option<f64>, sample: f64) -> f64 {
+    match average {
+        None => sample,
+        Some(avg) => avg + EWMA_WEIGHT * (sample.min(avg.max(1.0) * LATENCY_CLIP) - avg),
     }
 }
 
