@@ -171,7 +171,7 @@ export async function runOverhead({ seconds, rounds = 3, concurrency = 32, warmu
   const targets = [
     { name: "minimal JS pass-through worker", start: () => startJsPassthrough(origins[0].url) },
     { name: "hedgehog-edge, hedging off", start: () => startWorker({ HEDGE_ORIGINS: origins, HEDGE_MODE: "off" }) },
-    { name: "hedgehog-edge, adaptive hedging", start: () => startWorker({ HEDGE_ORIGINS: origins }) },
+    { name: "hedgehog-edge, default (tail-aware) hedging", start: () => startWorker({ HEDGE_ORIGINS: origins }) },
   ];
   const closedLoop = async (url, secs) => {
     const { firstLine } = spawnJson(["lab/loadgen.mjs", "--url", url, "--closed", "--concurrency", String(concurrency), "--seconds", String(secs)]);
@@ -265,7 +265,7 @@ function writeReports(out, reports, overhead, pop = null) {
     if (r.comparison) {
       const c = r.comparison;
       md.push(
-        `Adaptive vs hedging off: p99 ${c.p99ReductionPct.toFixed(1)}% lower, p99.9 ${c.p999ReductionPct.toFixed(1)}% lower, p50 ${c.p50DeltaMs >= 0 ? "+" : ""}${c.p50DeltaMs.toFixed(1)} ms` +
+        `Default vs hedging off: p99 ${c.p99ReductionPct.toFixed(1)}% lower, p99.9 ${c.p999ReductionPct.toFixed(1)}% lower, p50 ${c.p50DeltaMs >= 0 ? "+" : ""}${c.p50DeltaMs.toFixed(1)} ms` +
           (c.p99VsOraclePct !== null ? `; vs oracle: p99 ${fmtPct(c.p99VsOraclePct)}, p99.9 ${fmtPct(c.p999VsOraclePct)}` : "") +
           `; total origin work ${fmtPct(c.originWorkVsPassthroughPct)} vs hedging off.`,
       );
