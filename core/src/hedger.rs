@@ -430,7 +430,8 @@ impl Hedger {
 
     /// The delay by predicted benefit for `primary`'s requests on `route`
     /// and what it is predicted to do (recomputed at most once a second per
-    /// key; also for the stats). `None` until the route has the data.
+    /// key; also for the stats). `None` until the route, or its origin over
+    /// all routes, has the data.
     pub fn benefit(&mut self, primary: usize, route: &str, now_ms: f64) -> Option<BenefitChoice> {
         let key = (primary, route.to_string());
         if let Some(cached) = self.benefit.get_mut(&key, now_ms) {
@@ -450,18 +451,21 @@ impl Hedger {
         // A target whose 5xx rate cut its share takes no more than that.
         let max_share =
             max_share.min(self.gate.target_share(target, now_ms) * BENEFIT_BUDGET_SHARE);
-        let x = self
-            .estimator
-            .route_sketch(primary, route, min_samples, now_ms)?
-            .clone();
-        let y = match self
-            .estimator
-            .route_sketch(target, route, min_samples, now_ms)
-        {
-            Some(y) => y.clone(),
-            // No data on the target yet: assume it behaves like the primary.
-            None => x.clone(),
+        // The route's own samples, else the origin's over all its routes
+        // (as the quantile falls back), so a route with little traffic of
+        // its own is not left on the quantile.
+        let mut sketch = |origin: usize| {
+            let estimator = &mut self.estimator;
+            match estimator.route_sketch(origin, route, min_samples, now_ms) {
+                Some(s) => Some(s.clone()),
+                None => estimator
+                    .origin_sketch(origin, min_samples, now_ms)
+                    .cloned(),
+            }
         };
+        let x = sketch(primary)?;
+        // No data on the target yet: assume it behaves like the primary.
+        let y = sketch(target).unwrap_or_else(|| x.clone());
         let choice = best_delay(&x, &y, max_share);
         let fresh = BenefitCache {
             at_ms: now_ms,

@@ -114,6 +114,18 @@ impl LatencyEstimator {
         (sketch.count() >= min_samples).then_some(sketch)
     }
 
+    /// The origin's samples over all its routes inside the window, when it
+    /// has at least `min_samples`.
+    pub fn origin_sketch(
+        &mut self,
+        origin: usize,
+        min_samples: u64,
+        now_ms: f64,
+    ) -> Option<&LatencySketch> {
+        let sketch = self.origins.get_mut(&origin)?.snapshot(now_ms);
+        (sketch.count() >= min_samples).then_some(sketch)
+    }
+
     /// Number of (origin, route key) pairs tracked now.
     pub fn route_count(&self) -> usize {
         self.routes.len()
