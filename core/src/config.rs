@@ -784,6 +784,9 @@ impl Params {
             zones: self.origins.iter().map(|o| o.zone.clone()).collect(),
             same_origin_hedge: self.same_origin_hedge,
             avoid_erroring_peers: self.policy == HedgePolicy::TailAware,
+            origin_load: self.origin_load,
+            // An isolate passes its own (`Hedger::new`).
+            seed: 1,
         }
     }
 }

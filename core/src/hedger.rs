@@ -18,8 +18,7 @@
 use std::rc::Rc;
 
 use crate::admission::health::Outcome;
-use crate::admission::hedge_gate::{HedgeGate, Urgency};
-use crate::admission::origin_load::OriginLoad;
+use crate::admission::hedge_gate::{GateParams, HedgeGate, Urgency};
 use crate::capped_map::CappedMap;
 use crate::config::{HedgePolicy, Params};
 use crate::estimation::delay_policy::{choose_delay, DelayBasis, DelayChoice, HedgeMode};
@@ -243,8 +242,6 @@ pub struct Hedger {
     pub coalescer: Coalescer,
     /// Request-body bytes held for replay.
     pub held_bodies: HeldBodies,
-    /// Each origin's legs in flight and recent latency (primary choice, stalls).
-    pub load: OriginLoad,
     /// The delay by predicted benefit per (primary, route), recently computed.
     benefit: CappedMap<(usize, String), BenefitCache>,
     /// Recent share of hedgeable requests that needed an urgent hedge
@@ -292,14 +289,19 @@ impl Hedger {
     pub fn new(params: Params, pop_enabled: bool, now_ms: f64, seed: u64) -> Self {
         let params = Rc::new(params);
         Self {
-            load: OriginLoad::new(params.origin_load, params.origins.len(), seed),
             urgent_share: 0.0,
             benefit: CappedMap::new(
                 params.estimator.max_route_keys,
                 params.estimator.window.window_ms,
             ),
             estimator: LatencyEstimator::new(params.estimator),
-            gate: HedgeGate::new(&params.gate(), now_ms),
+            gate: HedgeGate::new(
+                &GateParams {
+                    seed,
+                    ..params.gate()
+                },
+                now_ms,
+            ),
             route_stats: RouteStats::new(params.estimator.max_route_keys),
             cache_routes: CacheRoutes::new(CACHE_PROBE_EVERY),
             coalescer: Coalescer::new(params.coalesce),
@@ -352,7 +354,7 @@ impl Hedger {
     /// Its primary, hedge delay and (when it gets none) why.
     pub fn plan(&mut self, eligibility: Eligibility, route: &str, now_ms: f64) -> RacePlan {
         let primary = if self.params.origin_load.by_latency {
-            self.gate.choose_primary_by_load(&mut self.load, now_ms)
+            self.gate.choose_primary_by_load(now_ms)
         } else {
             self.gate.choose_primary(now_ms)
         };
@@ -365,7 +367,9 @@ impl Hedger {
         };
         let retry = matches!(self.params.mode, HedgeMode::Retry { .. });
         let stall_check_ms = match (delay, retry) {
-            (Some(d), false) => (self.load.stall_after_ms(primary)).filter(|&ms| ms < d.delay_ms),
+            (Some(d), false) => {
+                (self.gate.load.stall_after_ms(primary)).filter(|&ms| ms < d.delay_ms)
+            }
             _ => None,
         };
         RacePlan {
@@ -445,8 +449,6 @@ impl Hedger {
             - URGENT_RESERVE * self.urgent_share)
             .max(0.0);
         let min_samples = p.delay.min_data_points.max(BENEFIT_MIN_SAMPLES);
-        let load = &self.load;
-        self.gate.note_queueing(|i| load.queueing(i));
         let target = self.gate.likely_target(primary, now_ms).unwrap_or(primary);
         // A target whose 5xx rate cut its share takes no more than that.
         let max_share =
@@ -488,7 +490,7 @@ impl Hedger {
         let primary = LegRecord {
             origin: plan.primary,
             started_ms: Some(now_ms),
-            load_id: Some(self.load.leg_sent(plan.primary, now_ms)),
+            load_id: Some(self.gate.load.leg_sent(plan.primary, now_ms)),
             ..LegRecord::default()
         };
         let hedge = LegRecord {
@@ -514,13 +516,13 @@ impl Hedger {
         }
         let cause = if std::mem::take(&mut state.stall_check_pending) {
             let primary = state.plan.primary;
-            if !self.load.stalled(primary, now_ms) {
+            if !self.gate.load.stalled(primary, now_ms) {
                 // No stall yet: look again at half the stall silence (a
                 // stall that began after this request did shows up later),
                 // up to the hedge delay.
                 if let (Some(delay), Some(start)) = (state.plan.delay, state.legs[0].started_ms) {
                     let to_delay = (start + delay.delay_ms - now_ms).max(0.0);
-                    let next_check = self.load.stall_after_ms(primary).map(|ms| ms / 2.0);
+                    let next_check = self.gate.load.stall_after_ms(primary).map(|ms| ms / 2.0);
                     state.rearm_ms = Some(match next_check {
                         Some(ms) if ms < to_delay => {
                             state.stall_check_pending = true;
@@ -532,7 +534,7 @@ impl Hedger {
                 }
             }
             HedgeCause::Stall
-        } else if self.load.stalled(state.plan.primary, now_ms) {
+        } else if self.gate.load.stalled(state.plan.primary, now_ms) {
             // The delay ran out on a stalled origin: as urgent as a stall.
             HedgeCause::Stall
         } else {
@@ -573,7 +575,9 @@ impl Hedger {
         let origin = record.origin;
         if let (Some(id), Some(elapsed)) = (record.load_id, record.elapsed_ms(now_ms)) {
             let failed = health != Outcome::Success;
-            self.load.leg_answered(origin, id, elapsed, failed, now_ms);
+            self.gate
+                .load
+                .leg_answered(origin, id, elapsed, failed, now_ms);
         }
         self.book(origin, health, now_ms);
         let step = state.race.leg_finished(leg, outcome);
@@ -626,7 +630,7 @@ impl Hedger {
     pub fn hedge_sent(&mut self, state: &mut RaceState, now_ms: f64) {
         let hedge = &mut state.legs[Leg::Hedge.index()];
         hedge.started_ms = Some(now_ms);
-        hedge.load_id = Some(self.load.leg_sent(hedge.origin, now_ms));
+        hedge.load_id = Some(self.gate.load.leg_sent(hedge.origin, now_ms));
         self.pop.record_hedge();
         state.race.hedge_started();
     }
@@ -691,8 +695,6 @@ impl Hedger {
     }
 
     fn ask_for_hedge(&mut self, state: &mut RaceState, abort_primary: bool, now_ms: f64) -> Action {
-        let load = &self.load;
-        self.gate.note_queueing(|i| load.queueing(i));
         let plan = &state.plan;
         let urgency = match state.hedge_cause {
             _ if plan.retry || !self.params.policy.hedges_urgently() => None,
@@ -759,7 +761,7 @@ impl Hedger {
         record.aborted = true;
         let origin = record.origin;
         if let Some(id) = record.load_id {
-            self.load.leg_cut(origin, id);
+            self.gate.load.leg_cut(origin, id);
         }
         match why {
             CutShort::TimedOut => self.book(origin, Outcome::Unreachable, now_ms),

@@ -10,7 +10,7 @@
 
 use crate::admission::budget::{BudgetParams, HedgeBudget};
 use crate::admission::health::{BudgetLevel, HealthParams, HealthWindow, OriginHealth, Outcome};
-use crate::admission::origin_load::OriginLoad;
+use crate::admission::origin_load::{OriginLoad, OriginLoadParams};
 use crate::admission::origin_pool::{choose_hedge, choose_primary, HedgeTarget};
 
 /// Why a hedge was not sent.
@@ -32,6 +32,26 @@ impl HedgeDenied {
             HedgeDenied::PrimaryErroring => "primary-erroring",
             HedgeDenied::NoTarget => "no-target",
         }
+    }
+}
+
+/// Which origins a hedge may not go to, beyond health and budget.
+#[derive(Debug, Clone, Copy)]
+struct TargetRules {
+    /// The primary itself may take the hedge (on a new request).
+    same_origin: bool,
+    /// Queueing origins are left out.
+    skip_queueing: bool,
+    /// Peers whose 5xx rate cut their budget are left out.
+    skip_erroring: bool,
+}
+
+impl TargetRules {
+    /// Whether `origin`, at `level`, is ruled out as the hedge target.
+    fn excludes(&self, load: &OriginLoad, origin: usize, level: BudgetLevel) -> bool {
+        level == BudgetLevel::Stopped
+            || (self.skip_erroring && matches!(level, BudgetLevel::Reduced(_)))
+            || (self.skip_queueing && load.queueing(origin))
     }
 }
 
@@ -75,6 +95,10 @@ pub struct GateParams {
     /// the primary itself could take it (tail-aware policy): a hedge that
     /// fails fast rescues nothing, and the erroring peer is spared the load.
     pub avoid_erroring_peers: bool,
+    /// Primary choice, stall detection and the overload governor.
+    pub origin_load: OriginLoadParams,
+    /// Seeds the primary draws (each isolate needs its own).
+    pub seed: u64,
 }
 
 /// Per-isolate hedge admission state.
@@ -86,8 +110,9 @@ pub struct HedgeGate {
     zones: Vec<Option<String>>,
     same_origin_hedge: bool,
     avoid_erroring_peers: bool,
-    /// Origins queueing now (the overload governor's view): no hedges to them.
-    queueing: Vec<bool>,
+    /// Each origin's legs in flight and recent latency: the primary choice,
+    /// stalls, and which origins are queueing (no hedges to them).
+    pub load: OriginLoad,
     pop_rates: Vec<Option<PopRate>>,
     /// Thresholds for PoP rates; a PoP rate is used for one health window
     /// and only over at least `min_requests` answers, like a local one.
@@ -115,7 +140,7 @@ impl HedgeGate {
             zones: params.zones.clone(),
             same_origin_hedge: params.same_origin_hedge,
             avoid_erroring_peers: params.avoid_erroring_peers,
-            queueing: vec![false; origins],
+            load: OriginLoad::new(params.origin_load, origins, params.seed),
             pop_rates: vec![None; origins],
             health_params: params.health,
         }
@@ -127,18 +152,19 @@ impl HedgeGate {
         choose_primary(health.len(), |i| health[i].admit(now_ms))
     }
 
-    /// The primary for a new request, drawn by `load` among the healthy
-    /// origins. A degraded origin whose cool-down is over takes the request
-    /// as its one recovery trial first, as in configuration order; with no
-    /// healthy origin, the first one.
-    pub fn choose_primary_by_load(&mut self, load: &mut OriginLoad, now_ms: f64) -> usize {
+    /// The primary for a new request, drawn by the load tracker among the
+    /// healthy origins. A degraded origin whose cool-down is over takes the
+    /// request as its one recovery trial first, as in configuration order;
+    /// with no healthy origin, the first one.
+    pub fn choose_primary_by_load(&mut self, now_ms: f64) -> usize {
         for (i, health) in self.health.iter_mut().enumerate() {
             if !health.is_healthy() && health.admit(now_ms) {
                 return i;
             }
         }
         let health = &self.health;
-        load.choose_primary(now_ms, |i| health[i].is_healthy())
+        self.load
+            .choose_primary(now_ms, |i| health[i].is_healthy())
             .unwrap_or(0)
     }
 
@@ -167,8 +193,8 @@ impl HedgeGate {
 
     /// [`HedgeGate::permit`] for an urgent hedge: a retry of a primary that
     /// failed fast, or a hedge of a request on a stalled origin. The global
-    /// bucket may run into debt of up to its size (a stall wants a burst of
-    /// hedges at once, more than a bucket banks), paid back before any
+    /// bucket may run into debt (one bucket size for a failure, three for a
+    /// stall, which wants a burst of hedges at once), paid back before any
     /// straggler hedge goes out. After a failure the primary's own 5xx limits
     /// do not apply either (the retry takes load off it). The target's limits
     /// always apply.
@@ -227,27 +253,13 @@ impl HedgeGate {
             return Err(HedgeDenied::Budget);
         }
         let zones: Vec<Option<&str>> = self.zones.iter().map(|z| z.as_deref()).collect();
-        // A straggler on a primary in good standing is better hedged on the
-        // primary itself than on a peer that fails fast; urgent hedges (the
-        // primary stalled or failed) still go to the peer.
-        // A queueing origin takes no hedge that adds load (a failure's retry
-        // replaces a request, it adds none).
-        let queueing = |i: usize| !after_failure && self.queueing.get(i).copied().unwrap_or(false);
-        let same_origin_allowed = same_origin_allowed && !queueing(primary);
-        let skip_erroring = self.avoid_erroring_peers
-            && same_origin_allowed
-            && urgency.is_none()
-            && primary_level == BudgetLevel::Full;
-        let target = choose_hedge(primary, &zones, same_origin_allowed, |i| {
-            if queueing(i) {
-                return false;
-            }
-            let room = match level_of(i) {
-                BudgetLevel::Stopped => false,
-                BudgetLevel::Reduced(_) if skip_erroring => false,
-                BudgetLevel::Reduced(_) => !charge_budget || self.reduced[i].tokens(now_ms) >= 1.0,
-                BudgetLevel::Full => true,
-            };
+        let rules = self.target_rules(primary, primary_level, same_origin_allowed, urgency);
+        let target = choose_hedge(primary, &zones, rules.same_origin, |i| {
+            let level = level_of(i);
+            let room = !rules.excludes(&self.load, i, level)
+                && (!matches!(level, BudgetLevel::Reduced(_))
+                    || !charge_budget
+                    || self.reduced[i].tokens(now_ms) >= 1.0);
             // Admission last: it may claim the origin's recovery trial.
             room && self.health[i].admit(now_ms)
         })
@@ -281,16 +293,11 @@ impl HedgeGate {
         let levels: Vec<BudgetLevel> = (0..self.health.len())
             .map(|i| self.level(i, now_ms))
             .collect();
-        let skip_erroring = self.avoid_erroring_peers
-            && self.same_origin_hedge
-            && levels.get(primary) == Some(&BudgetLevel::Full);
+        let level_of = |i: usize| levels.get(i).copied().unwrap_or(BudgetLevel::Full);
+        let rules = self.target_rules(primary, level_of(primary), self.same_origin_hedge, None);
         let zones: Vec<Option<&str>> = self.zones.iter().map(|z| z.as_deref()).collect();
-        let queueing = &self.queueing;
-        let same_origin =
-            self.same_origin_hedge && !queueing.get(primary).copied().unwrap_or(false);
-        match choose_hedge(primary, &zones, same_origin, |i| {
-            let erroring = matches!(levels[i], BudgetLevel::Reduced(_) | BudgetLevel::Stopped);
-            self.health[i].is_healthy() && !(skip_erroring && erroring) && !queueing[i]
+        match choose_hedge(primary, &zones, rules.same_origin, |i| {
+            self.health[i].is_healthy() && !rules.excludes(&self.load, i, level_of(i))
         })? {
             HedgeTarget::Peer(i) => Some(i),
             HedgeTarget::SameOrigin => Some(primary),
@@ -307,11 +314,28 @@ impl HedgeGate {
         }
     }
 
-    /// Which origins are queueing now (from the load tracker): until the
-    /// next note, hedges other than failure retries skip them.
-    pub fn note_queueing(&mut self, queueing: impl Fn(usize) -> bool) {
-        for (i, slot) in self.queueing.iter_mut().enumerate() {
-            *slot = queueing(i);
+    /// The target rules `permit_to` and `likely_target` share.
+    fn target_rules(
+        &self,
+        primary: usize,
+        primary_level: BudgetLevel,
+        same_origin_allowed: bool,
+        urgency: Option<Urgency>,
+    ) -> TargetRules {
+        // A queueing origin takes no hedge that adds load (a failure's retry
+        // replaces a request, it adds none).
+        let skip_queueing = urgency != Some(Urgency::Failure);
+        let same_origin = same_origin_allowed && !(skip_queueing && self.load.queueing(primary));
+        TargetRules {
+            same_origin,
+            skip_queueing,
+            // A straggler on a primary in good standing is better hedged on
+            // the primary itself than on a peer that fails fast; urgent hedges
+            // (the primary stalled or failed) still go to the peer.
+            skip_erroring: self.avoid_erroring_peers
+                && same_origin
+                && urgency.is_none()
+                && primary_level == BudgetLevel::Full,
         }
     }
 
