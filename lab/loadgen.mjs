@@ -26,6 +26,7 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
   const interval = 1000 / rate;
   const histogram = new Histogram();
   const result = { sent: 0, ok: 0, errors: 0, timeouts: 0, statuses: {}, xHedge: {}, errorKinds: {}, maxLagMs: 0 };
+  const answered = []; // [latency, why] per response, for the slowest responses' reasons
   const start = now();
   const inflight = new Set();
   for (let i = 0; i < total; i++) {
@@ -36,7 +37,9 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
     result.sent += 1;
     const p = send(pathFor(i)).then(
       (r) => {
-        histogram.record(now() - intended);
+        const ms = now() - intended;
+        histogram.record(ms);
+        answered.push([ms, whyFromServerTiming(r.serverTiming), r.serverTiming, r.xHedge]);
         result.statuses[r.status] = (result.statuses[r.status] ?? 0) + 1;
         if (r.status >= 500) result.errors += 1;
         else result.ok += 1;
@@ -56,7 +59,39 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
   }
   await Promise.all(inflight);
   result.histogram = histogram.toJSON();
+  result.slowestWhy = tallySlowest(answered, SLOWEST_SHARE);
+  // The five slowest in full, for reading what happened to them.
+  result.slowest = [...answered]
+    .sort((a, b) => b[0] - a[0])
+    .slice(0, 5)
+    .map(([ms, , serverTiming, xHedge]) => ({ ms: Math.round(ms * 10) / 10, xHedge, serverTiming }));
   return result;
+}
+
+/** The share of responses whose reasons `slowestWhy` tallies: those beyond p99.8. */
+export const SLOWEST_SHARE = 0.002;
+
+/**
+ * What the Worker said about a response in `Server-Timing`: why it got no
+ * hedge (`skip:<reason>`), why a hedge went out (`hedge:<cause>`), or `none`
+ * (no header: straight from an origin, or hedging off).
+ */
+export function whyFromServerTiming(header) {
+  if (!header) return "none";
+  const skip = /hedge-skip;desc="([^"]*)"/.exec(header);
+  if (skip) return `skip:${skip[1]}`;
+  const hedge = /(?:^|,\s*)hedge;desc="([^"]*)"/.exec(header);
+  if (hedge) return `hedge:${hedge[1]}`;
+  return /hedge-delay;/.test(header) ? "unhedged, before the delay" : "none";
+}
+
+/** Counts the reasons of the slowest `share` of `[latency, why]` pairs (at least one). */
+export function tallySlowest(answered, share) {
+  const sorted = [...answered].sort((a, b) => b[0] - a[0]);
+  const n = Math.min(sorted.length, Math.max(1, Math.round(sorted.length * share)));
+  const tally = {};
+  for (const [, why] of sorted.slice(0, n)) tally[why] = (tally[why] ?? 0) + 1;
+  return tally;
 }
 
 function httpSend(base, timeoutMs) {
@@ -65,7 +100,7 @@ function httpSend(base, timeoutMs) {
     new Promise((resolve, reject) => {
       const req = http.get(base + path, { agent }, (res) => {
         res.on("data", () => {});
-        res.on("end", () => resolve({ status: res.statusCode, xHedge: res.headers["x-hedge"] }));
+        res.on("end", () => resolve({ status: res.statusCode, xHedge: res.headers["x-hedge"], serverTiming: res.headers["server-timing"] }));
         res.on("error", reject);
       });
       req.setTimeout(timeoutMs, () => {

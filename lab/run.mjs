@@ -5,6 +5,7 @@
 //   node lab/run.mjs [--scenario heavy-tail|gc-pause|bimodal-cache|slow-origin|fast-503|all|none]
 //                    [--rate 200] [--seconds 15] [--warmup 3] [--seed 1] [--out lab-results]
 //                    [--overhead] [--overhead-seconds 4] [--overhead-rounds 5] [--health-off]
+//                    [--configs "hedging off,fixed-quantile,default"]
 //                    [--pop] [--pop-rate 50] [--pop-isolates 8] [--pop-seconds 2]
 import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -15,6 +16,7 @@ import { Miniflare } from "miniflare";
 import { Histogram } from "./histogram.mjs";
 import { oracleBound } from "./oracle.mjs";
 import { markdownTable, percentileSvg } from "./report.mjs";
+import { SLOWEST_SHARE } from "./loadgen.mjs";
 import { originModel, scenario, SCENARIO_NAMES } from "./scenarios.mjs";
 import { startWorker } from "../tests/support/worker.mjs";
 import { popMarkdown, runColdIsolates } from "./pop-lab.mjs";
@@ -45,6 +47,13 @@ export const HEALTH_OFF = {
     HEDGE_5XX_STOP_RATE: "1",
   },
 };
+
+/** `{reason: count}` as "count reason, ..." with the most common first. */
+const whyText = (tally) =>
+  Object.entries(tally)
+    .sort((a, b) => b[1] - a[1])
+    .map(([why, n]) => `${n} ${why}`)
+    .join(", ") || "-";
 
 const log = (msg) => process.stderr.write(`[lab ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
@@ -100,6 +109,8 @@ function summarize(name, result, stats) {
     timeouts: result.timeouts,
     statuses: result.statuses,
     maxSendLagMs: result.maxLagMs,
+    slowestWhy: result.slowestWhy ?? {},
+    slowest: result.slowest ?? [],
     histogram: h,
   };
 }
@@ -127,7 +138,7 @@ export async function runScenario({ scenarioName, rate, seconds, warmup, seed, c
         const stats = await originStats(origins);
         const row = summarize(config.name, result, stats);
         rows.push(row);
-        log(`    p50 ${row.p50?.toFixed(1)} ms, p99 ${row.p99?.toFixed(1)} ms, p99.9 ${row.p999?.toFixed(1)} ms, extra ${row.extraPct.toFixed(1)}%, errors ${row.errors}`);
+        log(`    p50 ${row.p50?.toFixed(1)} ms, p99 ${row.p99?.toFixed(1)} ms, p99.9 ${row.p999?.toFixed(1)} ms, extra ${row.extraPct.toFixed(1)}%, errors ${row.errors}; slowest: ${whyText(row.slowestWhy)}`);
       } finally {
         if (worker) await worker.dispose();
       }
@@ -257,6 +268,12 @@ function writeReports(out, reports, overhead, pop = null) {
   for (const r of reports) {
     md.push(`## ${r.scenario}: ${r.description}`, "", `${r.rate} rps for ${r.seconds} s per configuration (after ${r.warmup} s warm-up), seed ${r.seed}.`, "");
     md.push(markdownTable(r.rows), "");
+    md.push(
+      `What the Worker said (Server-Timing) about its slowest ${(SLOWEST_SHARE * 100).toFixed(1)}% of responses: ` +
+        r.rows.filter((row) => row.name.startsWith("worker, ")).map((row) => `${row.name.slice(8)}: ${whyText(row.slowestWhy)}`).join("; ") +
+        ".",
+      "",
+    );
     if (r.oracle) {
       md.push(
         `Oracle bound at the default configuration's measured extra load (${r.oracle.extraLoadPct.toFixed(1)}%, hedge at ${r.oracle.delayMs.toFixed(1)} ms): p99 ${r.oracle.p99.toFixed(1)} ms, p99.9 ${r.oracle.p999.toFixed(1)} ms.`,
@@ -307,6 +324,19 @@ function writeReports(out, reports, overhead, pop = null) {
   return text;
 }
 
+/**
+ * `--configs off,fixed,default`: a subset by short name (substring of the
+ * configuration's name; "default" is the default policy). Empty: all.
+ */
+function pickConfigurations(all, list) {
+  if (!list) return all;
+  return list.split(",").map((want) => {
+    const found = want === "default" ? all.find((c) => c.name === DEFAULT_CONFIGURATION) : all.find((c) => c.name.includes(want));
+    if (!found) throw new Error(`--configs: no configuration matches "${want}"; names: ${all.map((c) => c.name).join("; ")}`);
+    return found;
+  });
+}
+
 const fmtPct = (v) => `${v >= 0 ? "+" : ""}${v.toFixed(1)}%`;
 
 if (import.meta.url === `file://${process.argv[1]}`) {
@@ -322,6 +352,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       "overhead-seconds": { type: "string", default: "4" },
       "overhead-rounds": { type: "string", default: "5" },
       "health-off": { type: "boolean", default: false },
+      configs: { type: "string", default: "" },
       pop: { type: "boolean", default: false },
       "pop-rate": { type: "string", default: "50" },
       "pop-isolates": { type: "string", default: "8" },
@@ -329,6 +360,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     },
   });
   const names = values.scenario === "all" ? SCENARIO_NAMES : values.scenario === "none" ? [] : values.scenario.split(",");
+  const configurations = pickConfigurations(values["health-off"] ? [...CONFIGURATIONS, HEALTH_OFF] : CONFIGURATIONS, values.configs);
   const reports = [];
   for (const scenarioName of names) {
     reports.push(
@@ -338,7 +370,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
         seconds: Number(values.seconds),
         warmup: Number(values.warmup),
         seed: values.seed,
-        configurations: values["health-off"] ? [...CONFIGURATIONS, HEALTH_OFF] : CONFIGURATIONS,
+        configurations,
       }),
     );
   }

@@ -7,7 +7,7 @@ import { seededRandom } from "../lab/rng.mjs";
 import { heavyTail, originModel, gcSchedule } from "../lab/scenarios.mjs";
 import { oracleBound, quantile } from "../lab/oracle.mjs";
 import { Histogram } from "../lab/histogram.mjs";
-import { runOpenLoop } from "../lab/loadgen.mjs";
+import { runOpenLoop, tallySlowest, whyFromServerTiming } from "../lab/loadgen.mjs";
 import { runScenario, CONFIGURATIONS, DEFAULT_CONFIGURATION } from "../lab/run.mjs";
 
 /** Standard normal CDF (Abramowitz-Stegun 7.1.26, error < 1.5e-7). */
@@ -118,6 +118,16 @@ test("load generator: latency counts from the intended send time, not the actual
   // slowest 29% waited 10 ms or more. Measured from the actual send, all ~0.
   assert.ok(h.percentile(100) >= 280, `max ${h.percentile(100)}`);
   assert.ok(h.percentile(75) >= 5, `p75 ${h.percentile(75)} should include the stalled requests`);
+});
+
+test("the slowest responses are tallied by what Server-Timing says", () => {
+  assert.equal(whyFromServerTiming(undefined), "none");
+  assert.equal(whyFromServerTiming('origin;dur=3.0;desc="a", hedge-delay;dur=80.0;desc="benefit", hedge;desc="stall", total;dur=90.0'), "hedge:stall");
+  assert.equal(whyFromServerTiming('hedge-delay;dur=80.0;desc="quantile", hedge-skip;desc="budget", total;dur=900.0'), "skip:budget");
+  assert.equal(whyFromServerTiming('origin;dur=3.0;desc="a", hedge-delay;dur=80.0;desc="quantile", total;dur=40.0'), "unhedged, before the delay");
+  const answered = [[10, "a"], [900, "skip:budget"], [20, "a"], [850, "hedge:delay"], [30, "a"]];
+  assert.deepEqual(tallySlowest(answered, 0.4), { "skip:budget": 1, "hedge:delay": 1 });
+  assert.deepEqual(tallySlowest(answered, 0.001), { "skip:budget": 1 });
 });
 
 test("a short lab run: pass-through and the default side by side", async () => {

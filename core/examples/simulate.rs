@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use hedgehog_core::sim::{
-    markdown_table, oracle_bound, run, scenario, Configuration, Row, SimParams, SCENARIO_NAMES,
+    markdown_table, oracle_bound, run, scenario, Configuration, Row, SimParams, Timeline,
+    SCENARIO_NAMES,
 };
 
 fn configurations() -> Vec<Configuration> {
@@ -50,6 +51,50 @@ fn configurations() -> Vec<Configuration> {
         c("fixed-quantile p95 (previous default)", &[PREVIOUS]),
         c("tail-aware (default)", &[]),
     ]
+}
+
+/// Seconds a block of the spell report spans.
+const BLOCK_S: usize = 5;
+
+/// Before, during and after a spell (measured seconds `start_s`..`end_s`):
+/// 5 s blocks of hedge share, origin 0's share of primaries and p99, and how
+/// soon each came back to 80% of its level before the spell.
+fn spell_report(runs: &[(String, Timeline)], start_s: usize, end_s: usize) -> String {
+    let mut out = format!(
+        "\nThe spell covers measured seconds {start_s} to {end_s}. In {BLOCK_S} s blocks: hedged % / origin o0's share of primaries % / p99 ms.\n\n| configuration |"
+    );
+    let width = runs
+        .iter()
+        .map(|(_, t)| t.blocks(BLOCK_S).len())
+        .max()
+        .unwrap_or(0);
+    for b in 0..width {
+        let from = b * BLOCK_S;
+        let mark = if (start_s..end_s).contains(&from) {
+            " (spell)"
+        } else {
+            ""
+        };
+        out.push_str(&format!(" {from}-{} s{mark} |", from + BLOCK_S));
+    }
+    out.push_str(" hedging back after | o0's primaries back after |\n|---|");
+    out.push_str(&"---|".repeat(width + 2));
+    out.push('\n');
+    let after = |v: Option<usize>| v.map_or("not in the run".to_string(), |s| format!("{s} s"));
+    for (name, timeline) in runs {
+        out.push_str(&format!("| {name} |"));
+        for b in timeline.blocks(BLOCK_S) {
+            out.push_str(&format!(
+                " {:.1} / {:.0} / {:.0} |",
+                b.hedge_pct, b.primary_pct[0], b.p99
+            ));
+        }
+        let hedging = timeline.back_after(start_s, end_s, BLOCK_S, 0.8, |b| b.hedge_pct);
+        let primaries = timeline.back_after(start_s, end_s, BLOCK_S, 0.8, |b| b.primary_pct[0]);
+        out.push_str(&format!(" {} | {} |\n", after(hedging), after(primaries)));
+    }
+    out.push('\n');
+    out
 }
 
 fn main() {
@@ -105,6 +150,7 @@ fn main() {
             params.rate_rps, params.seconds, params.warmup_seconds, params.isolates, params.seed
         );
         let mut rows = Vec::new();
+        let mut spells = Vec::new();
         let mut pass_through = Vec::new();
         for mut config in configurations() {
             // `--var KEY=VALUE` (repeatable) tunes the default configuration.
@@ -140,6 +186,7 @@ fn main() {
                 pass_through = result.latencies_ms.clone();
             }
             rows.push(Row::from_result(&config.name, &result));
+            spells.push((config.name.clone(), result.timeline));
         }
         let default = rows.last().cloned();
         report.push_str(&format!(
@@ -163,6 +210,16 @@ fn main() {
                 "\nOracle bound at the default's extra load ({:.1}%, hedge at {:.1} ms): p99 {:.1} ms, p99.9 {:.1} ms.\n\n",
                 d.extra_pct, o.delay_ms, o.p99, o.p999
             ));
+        }
+        if let Some(episode) = params
+            .scenario
+            .origins
+            .iter()
+            .find_map(|o| o.episode.as_ref())
+        {
+            let start_s = (episode.from_ms / 1000.0 - params.warmup_seconds).max(0.0) as usize;
+            let end_s = (episode.until_ms / 1000.0 - params.warmup_seconds).max(0.0) as usize;
+            report.push_str(&spell_report(&spells, start_s, end_s));
         }
         json.push(serde_json::json!({
             "scenario": name,

@@ -23,7 +23,7 @@ use crate::capped_map::CappedMap;
 use crate::config::{HedgePolicy, Params};
 use crate::estimation::delay_policy::{choose_delay, DelayBasis, DelayChoice, HedgeMode};
 use crate::estimation::estimator::{Estimates, LatencyEstimator};
-use crate::estimation::hedge_benefit::{best_delay, BenefitChoice};
+use crate::estimation::hedge_benefit::{best_delay, share_slower, shifted, BenefitChoice};
 use crate::estimation::sketch::Sample;
 use crate::no_hedge::NoHedge;
 use crate::observe::route_stats::{RaceSummary, RouteStats};
@@ -456,19 +456,26 @@ impl Hedger {
         // The route's own samples, else the origin's over all its routes
         // (as the quantile falls back), so a route with little traffic of
         // its own is not left on the quantile.
-        let mut sketch = |origin: usize| {
-            let estimator = &mut self.estimator;
-            match estimator.route_sketch(origin, route, min_samples, now_ms) {
-                Some(s) => Some(s.clone()),
-                None => estimator
-                    .origin_sketch(origin, min_samples, now_ms)
-                    .cloned(),
-            }
-        };
-        let x = sketch(primary)?;
+        let x = self
+            .estimator
+            .samples(primary, route, min_samples, now_ms)?;
+        let y = self.estimator.samples(target, route, min_samples, now_ms);
         // No data on the target yet: assume it behaves like the primary.
-        let y = sketch(target).unwrap_or_else(|| x.clone());
-        let choice = best_delay(&x, &y, max_share);
+        let whole_y = y.as_ref().map_or(&x.whole, |y| &y.whole);
+        let mut choice = best_delay(&x.whole, whole_y, max_share);
+        // A window remembers a spell (an overload, a sick origin) for its
+        // whole length: when the newest samples put a different share of
+        // requests past the chosen delay, plan on them instead.
+        if let (Some(c), Some(recent_x)) = (choice, &x.recent) {
+            let recent_share = share_slower(recent_x, c.delay_ms).unwrap_or(c.hedge_share);
+            if shifted(c.hedge_share, recent_share) {
+                let recent_y = match &y {
+                    Some(y) => y.recent.as_ref().unwrap_or(&y.whole),
+                    None => recent_x,
+                };
+                choice = best_delay(recent_x, recent_y, max_share).or(choice);
+            }
+        }
         let fresh = BenefitCache {
             at_ms: now_ms,
             choice,

@@ -98,38 +98,49 @@ impl LatencyEstimator {
         }
     }
 
-    /// The route's samples inside the window, when it has at least
-    /// `min_samples` (no side effects on the key's idle time).
-    pub fn route_sketch(
+    /// The samples inside the window for `origin` on `route` when the route
+    /// has at least `min_samples`, else the origin's over all its routes (as
+    /// the quantile falls back), with the newest part that holds
+    /// `min_samples` on its own. `None` without enough of either. No side
+    /// effects on the key's idle time.
+    pub fn samples(
         &mut self,
         origin: usize,
         route: &str,
         min_samples: u64,
         now_ms: f64,
-    ) -> Option<&LatencySketch> {
-        let window = self
-            .routes
-            .get_mut(&(origin, route.to_string()), f64::NEG_INFINITY)?;
-        let sketch = window.snapshot(now_ms);
-        (sketch.count() >= min_samples).then_some(sketch)
-    }
-
-    /// The origin's samples over all its routes inside the window, when it
-    /// has at least `min_samples`.
-    pub fn origin_sketch(
-        &mut self,
-        origin: usize,
-        min_samples: u64,
-        now_ms: f64,
-    ) -> Option<&LatencySketch> {
-        let sketch = self.origins.get_mut(&origin)?.snapshot(now_ms);
-        (sketch.count() >= min_samples).then_some(sketch)
+    ) -> Option<Samples> {
+        let key = (origin, route.to_string());
+        let enough = |w: &mut WindowedSketch| w.count(now_ms) >= min_samples;
+        let route_has_enough = (self.routes.get_mut(&key, f64::NEG_INFINITY)).is_some_and(enough);
+        let window = if route_has_enough {
+            self.routes.get_mut(&key, f64::NEG_INFINITY)?
+        } else {
+            let w = self.origins.get_mut(&origin)?;
+            if !enough(w) {
+                return None;
+            }
+            w
+        };
+        Some(Samples {
+            whole: window.snapshot(now_ms).clone(),
+            recent: window.recent(min_samples, now_ms),
+        })
     }
 
     /// Number of (origin, route key) pairs tracked now.
     pub fn route_count(&self) -> usize {
         self.routes.len()
     }
+}
+
+/// A window's samples, and its newest part when that differs from the whole.
+#[derive(Debug, Clone)]
+pub struct Samples {
+    /// Every sample inside the window.
+    pub whole: LatencySketch,
+    /// The newest sub-windows holding enough samples on their own.
+    pub recent: Option<LatencySketch>,
 }
 
 fn estimate(window: &mut WindowedSketch, q: f64, now_ms: f64) -> Option<QuantileEstimate> {

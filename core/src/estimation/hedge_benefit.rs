@@ -135,6 +135,20 @@ fn tail_mean(x: &Steps, y: &Steps, d: f64) -> f64 {
     }
 }
 
+/// `P(V > t)` for the samples in `sketch` (Kaplan-Meier); `None` without any.
+pub fn share_slower(sketch: &LatencySketch, t: f64) -> Option<f64> {
+    Steps::of(sketch).map(|s| s.survival(t))
+}
+
+/// Whether the share of requests slower than a delay moved enough between
+/// the whole window (`whole`) and its newest part (`recent`) to say the
+/// window still remembers a spell that is over (or has not yet filled with
+/// one that began): by half of the larger and at least a point.
+pub fn shifted(whole: f64, recent: f64) -> bool {
+    let moved = (recent - whole).abs();
+    moved > whole.max(recent) / 2.0 && moved > 0.01
+}
+
 /// The delay for primary samples `primary` and hedge-target samples
 /// `target`, hedging at most `max_hedge_share` of requests. `None` without
 /// data in both.
@@ -185,6 +199,18 @@ mod tests {
             }
         }
         s
+    }
+
+    #[test]
+    fn a_moved_share_is_a_shift_noise_is_not() {
+        assert!(shifted(0.10, 0.02)); // a spell left the window's tail
+        assert!(shifted(0.08, 0.40)); // a spell began
+        assert!(!shifted(0.08, 0.065)); // sampling noise
+        assert!(!shifted(0.004, 0.012)); // tiny shares: under a point
+        let x = sketch(&[(0.9, 20.0, 40.0), (0.1, 200.0, 300.0)], 2_000);
+        let slower = share_slower(&x, 100.0).expect("data");
+        assert!((slower - 0.1).abs() < 0.01, "{slower}");
+        assert!(share_slower(&LatencySketch::new(), 1.0).is_none());
     }
 
     #[test]

@@ -256,6 +256,22 @@ impl WindowedSketch {
         self.window.total_as_of_last_update()
     }
 
+    /// The newest sub-windows that together hold at least `min_samples`,
+    /// merged; `None` when that takes the whole window (nothing newer to
+    /// tell apart from it).
+    pub fn recent(&mut self, min_samples: u64, now_ms: f64) -> Option<LatencySketch> {
+        self.expire(now_ms);
+        let slots = self.window.slots_as_of_last_update();
+        let mut merged = LatencySketch::new();
+        for (taken, (_, sketch)) in slots.iter().rev().enumerate() {
+            merged.merge(sketch);
+            if merged.count() >= min_samples {
+                return (taken + 1 < slots.len()).then_some(merged);
+            }
+        }
+        None
+    }
+
     /// Number of samples still inside the window at `now_ms`.
     pub fn count(&mut self, now_ms: f64) -> u64 {
         self.snapshot(now_ms).count()
@@ -340,6 +356,31 @@ mod tests {
         assert_eq!(window.count(85_000.0), 1);
         let p50 = window.snapshot(85_000.0).quantile(0.5).expect("one sample");
         assert!((p50 - 30.0).abs() / 30.0 <= 0.01);
+    }
+
+    #[test]
+    fn recent_takes_the_newest_sub_windows_with_enough_samples() {
+        let mut w = WindowedSketch::new(PARAMS, 0.0);
+        // 100 samples at 10 ms in each of the first three 10 s sub-windows,
+        // then 100 at 50 ms in the fourth.
+        for slot in 0..4 {
+            let value = if slot == 3 { 50.0 } else { 10.0 };
+            for i in 0..100 {
+                w.record(
+                    Sample::Completed(value),
+                    f64::from(slot) * 10_000.0 + f64::from(i),
+                );
+            }
+        }
+        let now = 35_000.0;
+        let newest = w.recent(100, now).expect("the newest sub-window has 100");
+        assert_eq!(newest.count(), 100);
+        assert!(newest.quantile(0.5).is_some_and(|m| m > 45.0));
+        let two = w.recent(150, now).expect("two sub-windows");
+        assert_eq!(two.count(), 200);
+        // All four are needed for 400: that is the whole window, no "recent".
+        assert!(w.recent(400, now).is_none());
+        assert!(w.recent(1_000, now).is_none());
     }
 
     #[test]

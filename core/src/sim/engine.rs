@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use super::origin::{Job, Origin};
 use super::rng::Rng;
 use super::scenario::Scenario;
+use super::timeline::Timeline;
 use crate::config::{self, ConfigError};
 use crate::hedger::{Action, Hedger, RaceEnd, RaceIo, RaceState};
 use crate::pop::aggregate::PopAggregate;
@@ -79,6 +80,8 @@ pub struct RunResult {
     pub hedge_causes: BTreeMap<&'static str, u64>,
     /// Requests at or above the run's p99 that got no hedge, by why not.
     pub slow_unhedged: BTreeMap<&'static str, u64>,
+    /// The measured requests second by second (by arrival).
+    pub timeline: Timeline,
     /// Every measured request that got no hedge: (latency, why not).
     unhedged: Vec<(f64, &'static str)>,
 }
@@ -235,6 +238,7 @@ pub fn run(
         rng: Rng::new(params.seed, 1),
         result: RunResult {
             per_origin: vec![0; params.scenario.origins.len()],
+            timeline: Timeline::new(params.scenario.origins.len()),
             ..RunResult::default()
         },
         measure_from_ms: params.warmup_seconds * 1000.0,
@@ -452,7 +456,11 @@ impl Sim<'_> {
             RaceEnd::Won(leg) => race.leg(leg).status.is_some_and(|s| s >= 500),
             _ => true,
         };
+        let arrived_s = (r.arrival_ms - self.measure_from_ms) / 1000.0;
+        let primary = usize::from(r.legs[Leg::Primary.index()].origin);
         let res = &mut self.result;
+        res.timeline
+            .record(arrived_s, latency, race.hedge_sent(), error, primary);
         res.requests += 1;
         res.latencies_ms.push(latency);
         res.hedges += u64::from(race.hedge_sent());

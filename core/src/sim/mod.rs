@@ -18,9 +18,11 @@ mod origin;
 mod report;
 mod rng;
 mod scenario;
+mod timeline;
 
 pub use engine::{run, Configuration, RunResult, SimParams};
 pub use origin::{Episode, LatencyModel, OriginSpec, StallSpec};
 pub use report::{markdown_table, oracle_bound, percentile, OracleBound, Row};
 pub use rng::Rng;
 pub use scenario::{scenario, Scenario, SCENARIO_NAMES};
+pub use timeline::{Block, Timeline};

@@ -25,6 +25,7 @@ pub const SCENARIO_NAMES: &[&str] = &[
     "cliff",
     "rare-stalls",
     "recovery",
+    "overload-spell",
 ];
 
 fn lognormal(median: f64, sigma: f64) -> LatencyModel {
@@ -145,8 +146,8 @@ pub fn scenario(name: &str) -> Option<Scenario> {
             }
         }
         "recovery" => {
-            // The run's default warm-up is 5 s: the episode covers measured
-            // seconds 10 to 25, so a 40 s run shows before, during and after.
+            // With the default 3 s warm-up the episode covers measured
+            // seconds 12 to 27, so a 60 s run shows before, during and after.
             let sick = OriginSpec {
                 episode: Some(Episode {
                     from_ms: 15_000.0,
@@ -160,6 +161,28 @@ pub fn scenario(name: &str) -> Option<Scenario> {
                 name: "recovery",
                 description: "recovery: both heavy-tail; from 15 s to 30 s the primary turns slow (lognormal 160 ms, 0.5) and answers 20% of requests 503, then recovers",
                 origins: vec![sick, origin(heavy_tail())],
+            }
+        }
+        "overload-spell" => {
+            // 12 workers each; heavy-tail service keeps about half of them
+            // busy at 200 rps spread over both (the +800 ms spikes hold one). From 15 s to 30 s a slow shared
+            // dependency makes service 2.5x slower (lognormal 100 ms, about
+            // 113 requests/s per origin at full use): both run near capacity
+            // and every extra request queues. Then it passes.
+            let spelled = OriginSpec {
+                workers: Some(12),
+                episode: Some(Episode {
+                    from_ms: 15_000.0,
+                    until_ms: 30_000.0,
+                    latency: lognormal(100.0, 0.35),
+                    fast_failure: None,
+                }),
+                ..origin(heavy_tail())
+            };
+            Scenario {
+                name: "overload-spell",
+                description: "overload spell: both origins 12 workers, heavy-tail service; from 15 to 30 s service is 2.5x slower (a slow shared dependency), running both near capacity, then it passes",
+                origins: vec![spelled.clone(), spelled],
             }
         }
         _ => return None,
