@@ -27,6 +27,7 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
   const histogram = new Histogram();
   const result = { sent: 0, ok: 0, errors: 0, timeouts: 0, statuses: {}, xHedge: {}, errorKinds: {}, maxLagMs: 0 };
   const answered = []; // [latency, why] per response, for the slowest responses' reasons
+  const bySecond = []; // per second of intended send time: { requests, hedged, latencies }
   const start = now();
   const inflight = new Set();
   for (let i = 0; i < total; i++) {
@@ -40,6 +41,10 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
         const ms = now() - intended;
         histogram.record(ms);
         answered.push([ms, whyFromServerTiming(r.serverTiming), r.serverTiming, r.xHedge]);
+        const second = (bySecond[Math.floor((i * interval) / 1000)] ??= { requests: 0, hedged: 0, latencies: [] });
+        second.requests += 1;
+        second.hedged += r.xHedge === "primary" || r.xHedge === "hedge" ? 1 : 0;
+        second.latencies.push(Math.round(ms * 10) / 10);
         result.statuses[r.status] = (result.statuses[r.status] ?? 0) + 1;
         if (r.status >= 500) result.errors += 1;
         else result.ok += 1;
@@ -60,6 +65,7 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
   await Promise.all(inflight);
   result.histogram = histogram.toJSON();
   result.slowestWhy = tallySlowest(answered, SLOWEST_SHARE);
+  result.bySecond = Array.from(bySecond, (s) => s ?? { requests: 0, hedged: 0, latencies: [] });
   // The five slowest in full, for reading what happened to them.
   result.slowest = [...answered]
     .sort((a, b) => b[0] - a[0])

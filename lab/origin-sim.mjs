@@ -25,6 +25,8 @@ function freshCounters() {
     hedgeMarked: 0, // requests carrying x-hedge-attempt
     nonIdempotent: 0,
     statuses: {},
+    startedMs: performance.now(),
+    primariesBySecond: [],
   };
 }
 
@@ -44,6 +46,7 @@ export async function startOriginSim(name, seed) {
       }
       if (req.url === "/__reset") {
         counters = freshCounters();
+        model.restart(Date.now());
         res.end("reset");
         return;
       }
@@ -51,6 +54,11 @@ export async function startOriginSim(name, seed) {
       const arrived = performance.now();
       c.received += 1;
       if (req.headers["x-hedge-attempt"]) c.hedgeMarked += 1;
+      else {
+        // Primaries by second since the reset, to read a spell by.
+        const second = Math.floor((arrived - c.startedMs) / 1000);
+        c.primariesBySecond[second] = (c.primariesBySecond[second] ?? 0) + 1;
+      }
       if (!IDEMPOTENT.has(req.method)) c.nonIdempotent += 1;
       const { delayMs, status } = model.plan(Date.now());
       let done = false;

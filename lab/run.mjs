@@ -2,7 +2,7 @@
 // open-loop load, and a side-by-side report of every configuration on the
 // same scenario and load, in one run.
 //
-//   node lab/run.mjs [--scenario heavy-tail|gc-pause|bimodal-cache|slow-origin|fast-503|all|none]
+//   node lab/run.mjs [--scenario heavy-tail|gc-pause|bimodal-cache|slow-origin|fast-503|cliff|rare-stalls|recovery|all|none]
 //                    [--rate 200] [--seconds 15] [--warmup 3] [--seed 1] [--out lab-results]
 //                    [--overhead] [--overhead-seconds 4] [--overhead-rounds 5] [--health-off]
 //                    [--configs "hedging off,fixed-quantile,default"]
@@ -17,7 +17,8 @@ import { Histogram } from "./histogram.mjs";
 import { oracleBound } from "./oracle.mjs";
 import { markdownTable, percentileSvg } from "./report.mjs";
 import { SLOWEST_SHARE } from "./loadgen.mjs";
-import { originModel, scenario, SCENARIO_NAMES } from "./scenarios.mjs";
+import { originModel, scenario, spellOf, SCENARIO_NAMES } from "./scenarios.mjs";
+import { secondsOf, spellMarkdown } from "./spell.mjs";
 import { startWorker } from "../tests/support/worker.mjs";
 import { popMarkdown, runColdIsolates } from "./pop-lab.mjs";
 
@@ -111,6 +112,9 @@ function summarize(name, result, stats) {
     maxSendLagMs: result.maxLagMs,
     slowestWhy: result.slowestWhy ?? {},
     slowest: result.slowest ?? [],
+    // Second by second (for scenarios with a spell): the load generator's
+    // counts and the first origin's primaries.
+    seconds: secondsOf(result.bySecond ?? [], stats[0]?.primariesBySecond ?? []),
     histogram: h,
   };
 }
@@ -150,7 +154,9 @@ export async function runScenario({ scenarioName, rate, seconds, warmup, seed, c
   const adaptive = rows.find((r) => r.name === DEFAULT_CONFIGURATION);
   const passthrough = rows.find((r) => r.name === "worker, hedging off");
   let oracle = null;
-  if (adaptive && adaptive.extraPct > 0) {
+  const spell = spellOf(scenarioName);
+  // A spell changes the latency model mid-run: no one distribution to bound.
+  if (adaptive && adaptive.extraPct > 0 && !spell) {
     // The oracle's legs come from the primary's own latency model (iid draws).
     const model = originModel(scenarioName, 0, `${seed}:oracle`);
     const samples = Array.from({ length: 200_000 }, (_, k) => model.plan(Date.now() + k).delayMs);
@@ -168,7 +174,7 @@ export async function runScenario({ scenarioName, rate, seconds, warmup, seed, c
           p999VsOraclePct: oracle ? (adaptive.p999 / oracle.p999 - 1) * 100 : null,
         }
       : null;
-  return { scenario: scenarioName, description: spec.description, rate, seconds, warmup, seed, rows, oracle, comparison };
+  return { scenario: scenarioName, description: spec.description, rate, seconds, warmup, seed, rows, oracle, comparison, spell };
 }
 
 /**
@@ -274,6 +280,10 @@ function writeReports(out, reports, overhead, pop = null) {
         ".",
       "",
     );
+    if (r.spell) {
+      const workers = r.rows.filter((row) => row.name.startsWith("worker, ") && row.name !== "worker, hedging off");
+      md.push(spellMarkdown(workers, Math.round(r.spell.fromMs / 1000), Math.round(r.spell.untilMs / 1000)), "");
+    }
     if (r.oracle) {
       md.push(
         `Oracle bound at the default configuration's measured extra load (${r.oracle.extraLoadPct.toFixed(1)}%, hedge at ${r.oracle.delayMs.toFixed(1)} ms): p99 ${r.oracle.p99.toFixed(1)} ms, p99.9 ${r.oracle.p999.toFixed(1)} ms.`,

@@ -43,6 +43,17 @@ const scenarios = {
     description: "rare long stalls: lognormal(40 ms, 0.35), 0.6% of requests +200 ms to +1 s (lock waits, a lost SYN)",
     origins: [{ latency: rareStalls }, { latency: rareStalls }],
   },
+  recovery: {
+    description:
+      "recovery: both heavy-tail; from 12 s to 27 s after measuring starts the primary turns slow (lognormal 160 ms, 0.5) and answers 20% of requests 503, then recovers",
+    origins: [
+      {
+        latency: heavyTail,
+        episode: { fromMs: 12_000, untilMs: 27_000, latency: (rng) => rng.lognormal(160, 0.5), fastFailure: { fraction: 0.2, status: 503, afterMs: 2 } },
+      },
+      { latency: heavyTail },
+    ],
+  },
   "fast-503": {
     description: "the primary sheds 5% of requests with a 503 after 2 ms; otherwise both are heavy-tail",
     origins: [{ latency: heavyTail, fastFailure: { fraction: 0.05, status: 503, afterMs: 2 } }, { latency: heavyTail }],
@@ -71,17 +82,33 @@ export function scenario(name) {
   return s;
 }
 
-/** The model of origin `index` of `name`: `plan(nowMs)` gives { delayMs, status }. */
+/** The scenarios with a spell (`episode`): its start and end, ms after measuring starts. */
+export function spellOf(name) {
+  const episode = scenario(name).origins.find((o) => o.episode)?.episode;
+  return episode ? { fromMs: episode.fromMs, untilMs: episode.untilMs } : null;
+}
+
+/**
+ * The model of origin `index` of `name`: `plan(nowMs)` gives { delayMs, status }.
+ * `restart(nowMs)` marks the start of measuring, which a spell is timed from.
+ */
 export function originModel(name, index, seed) {
   const spec = scenario(name).origins[index];
   const rng = seededRandom(`${seed}:${name}:${index}`);
   const pauses = spec.gc ? gcSchedule(spec.gc, seededRandom(`${seed}:${name}:${index}:gc`)) : null;
+  let startedMs = Date.now();
   return {
+    restart(nowMs) {
+      startedMs = nowMs;
+    },
     plan(nowMs) {
-      if (spec.fastFailure && rng.next() < spec.fastFailure.fraction) {
-        return { delayMs: spec.fastFailure.afterMs, status: spec.fastFailure.status };
+      const e = spec.episode;
+      const inSpell = e && nowMs - startedMs >= e.fromMs && nowMs - startedMs < e.untilMs;
+      const fastFailure = inSpell ? e.fastFailure : spec.fastFailure;
+      if (fastFailure && rng.next() < fastFailure.fraction) {
+        return { delayMs: fastFailure.afterMs, status: fastFailure.status };
       }
-      let delayMs = spec.latency(rng);
+      let delayMs = (inSpell ? e.latency : spec.latency)(rng);
       if (pauses) delayMs = pauses.stretch(nowMs, delayMs);
       return { delayMs, status: 200 };
     },

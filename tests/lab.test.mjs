@@ -9,6 +9,7 @@ import { oracleBound, quantile } from "../lab/oracle.mjs";
 import { Histogram } from "../lab/histogram.mjs";
 import { runOpenLoop, tallySlowest, whyFromServerTiming } from "../lab/loadgen.mjs";
 import { runScenario, CONFIGURATIONS, DEFAULT_CONFIGURATION } from "../lab/run.mjs";
+import { backAfter, block, secondsOf } from "../lab/spell.mjs";
 
 /** Standard normal CDF (Abramowitz-Stegun 7.1.26, error < 1.5e-7). */
 function phi(z) {
@@ -128,6 +129,29 @@ test("the slowest responses are tallied by what Server-Timing says", () => {
   const answered = [[10, "a"], [900, "skip:budget"], [20, "a"], [850, "hedge:delay"], [30, "a"]];
   assert.deepEqual(tallySlowest(answered, 0.4), { "skip:budget": 1, "hedge:delay": 1 });
   assert.deepEqual(tallySlowest(answered, 0.001), { "skip:budget": 1 });
+});
+
+test("a spell's report: blocks of seconds and how soon a figure came back", () => {
+  // 40 s, 10 requests a second; one hedged a second except in the spell
+  // (10-19 s, when origin 0 gets no primaries) and the 3 s after it.
+  const bySecond = Array.from({ length: 40 }, (_, s) => ({
+    requests: 10,
+    hedged: s >= 10 && s < 23 ? 0 : 1,
+    latencies: Array.from({ length: 10 }, (_, k) => (s >= 10 && s < 20 ? 500 : 40) + k),
+  }));
+  const primaries = [];
+  for (let s = 0; s < 40; s++) if (s < 10 || s >= 20) primaries[s] = 5;
+  const seconds = secondsOf(bySecond, primaries);
+  const spell = block(seconds, 10, 15);
+  assert.equal(spell.requests, 50);
+  assert.equal(spell.hedgedPct, 0);
+  assert.equal(spell.primary0Pct, 0);
+  assert.equal(spell.p99, 509);
+  assert.equal(block(seconds, 0, 5).primary0Pct, 50);
+  // Hedging: 10% before; [23, 28) is the first 5 s block at 9% or more.
+  assert.equal(backAfter(seconds, 10, 20, (b) => b.hedgedPct, { share: 0.9 }), 3);
+  assert.equal(backAfter(seconds, 10, 20, (b) => b.primary0Pct), 0);
+  assert.equal(backAfter(seconds, 10, 20, (b) => b.hedgedPct, { share: 2 }), null);
 });
 
 test("a short lab run: pass-through and the default side by side", async () => {

@@ -248,8 +248,19 @@ impl OriginHealth {
         if totals.requests < self.params.min_requests {
             return BudgetLevel::Full;
         }
-        let rate = totals.server_errors as f64 / totals.requests as f64;
-        self.params.level_for_5xx_rate(rate)
+        let level = |c: Counts| {
+            self.params
+                .level_for_5xx_rate(c.server_errors as f64 / c.requests as f64)
+        };
+        // The newest sub-windows with enough requests count too: when an
+        // origin starts failing after its traffic moved elsewhere (its
+        // primaries went to a faster peer), its few recent 5xx would drown
+        // in the window's older successes.
+        let min = self.params.min_requests;
+        match self.counts.recent(|c| c.requests >= min) {
+            Some(recent) => level(totals).stricter(level(recent)),
+            None => level(totals),
+        }
     }
 
     /// What the window holds now (for stats).
@@ -371,6 +382,30 @@ mod tests {
         // A minute later the window has slid past the errors.
         record_n(&mut h, 50, Outcome::Success, 61_000.0);
         assert_eq!(h.budget_level(61_000.0), BudgetLevel::Full);
+    }
+
+    #[test]
+    fn recent_5xx_count_after_the_traffic_moved_away() {
+        // 2,000 successes while the origin took half the primaries, then it
+        // gets a few requests (its primaries went elsewhere) and fails 1 in 4.
+        let mut h = health();
+        record_n(&mut h, 2_000, Outcome::Success, 1_000.0);
+        for k in 0..40 {
+            let outcome = if k % 4 == 0 {
+                Outcome::ServerError
+            } else {
+                Outcome::Success
+            };
+            h.record(outcome, 45_000.0 + f64::from(k) * 100.0);
+        }
+        // The window's rate is 0.5%; the newest sub-window's is 25%.
+        assert_eq!(h.window(50_000.0).server_error_rate, Some(10.0 / 2_040.0));
+        assert_eq!(h.budget_level(50_000.0), BudgetLevel::Stopped);
+        // A quiet newest sub-window with too few requests says nothing.
+        let mut quiet = health();
+        record_n(&mut quiet, 2_000, Outcome::Success, 1_000.0);
+        record_n(&mut quiet, 5, Outcome::ServerError, 45_000.0);
+        assert_eq!(quiet.budget_level(50_000.0), BudgetLevel::Full);
     }
 
     #[test]

@@ -63,8 +63,11 @@ const FAILURE_PENALTY: f64 = 10.0;
 /// Legs in flight before a silence can be a stall.
 const STALL_MIN_IN_FLIGHT: usize = 2;
 /// A stall's silence is at least this many usual gaps between answers (a
-/// Poisson stream stays this quiet by chance less than 1% of the time).
-const STALL_MIN_GAPS: f64 = 5.0;
+/// Poisson stream stays this quiet by chance 2% of the time). Measured in the
+/// simulator: 5 gaps left a PoP's isolates (each with a share of the
+/// traffic, so longer gaps) a third slower on GC stalls than one isolate;
+/// 3 gaps mistook lined-up cache misses for stalls (bimodal-cache p99 +12%).
+const STALL_MIN_GAPS: f64 = 4.0;
 
 /// Latency over baseline at which an origin counts as queueing...
 const QUEUEING_ABOVE: f64 = 2.0;

@@ -116,6 +116,21 @@ impl<S: WindowSlot> SlidingWindow<S> {
         self.slots_as_of_last_update()
     }
 
+    /// The newest sub-windows added up until `enough` says so, as of the
+    /// last update; `None` when that takes every live sub-window (nothing
+    /// newer to tell apart from the whole) or never is enough.
+    pub fn recent(&self, enough: impl Fn(&S) -> bool) -> Option<S> {
+        let slots = self.slots_as_of_last_update();
+        let mut sum = S::default();
+        for (taken, (_, slot)) in slots.iter().rev().enumerate() {
+            sum.add(slot);
+            if enough(&sum) {
+                return (taken + 1 < slots.len()).then_some(sum);
+            }
+        }
+        None
+    }
+
     /// The sub-windows as of the last update (no rotation): (epoch, slot),
     /// oldest first, empty ones left out.
     pub fn slots_as_of_last_update(&self) -> Vec<(i64, &S)> {
@@ -261,15 +276,7 @@ impl WindowedSketch {
     /// tell apart from it).
     pub fn recent(&mut self, min_samples: u64, now_ms: f64) -> Option<LatencySketch> {
         self.expire(now_ms);
-        let slots = self.window.slots_as_of_last_update();
-        let mut merged = LatencySketch::new();
-        for (taken, (_, sketch)) in slots.iter().rev().enumerate() {
-            merged.merge(sketch);
-            if merged.count() >= min_samples {
-                return (taken + 1 < slots.len()).then_some(merged);
-            }
-        }
-        None
+        self.window.recent(|s| s.count() >= min_samples)
     }
 
     /// Number of samples still inside the window at `now_ms`.
