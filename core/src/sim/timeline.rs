@@ -121,13 +121,14 @@ impl Timeline {
         share: f64,
         metric: impl Fn(&Block) -> f64,
     ) -> Option<usize> {
+        let width = width_s.max(1);
         let before = metric(&self.block(0, start_s)?);
         if before <= 0.0 {
             return None;
         }
-        (end_s..self.seconds.len().saturating_sub(width_s - 1))
+        (end_s..self.seconds.len().saturating_sub(width - 1))
             .find(|&t| {
-                self.block(t, t + width_s)
+                self.block(t, t + width)
                     .is_some_and(|b| metric(&b) >= share * before)
             })
             .map(|t| t - end_s)
@@ -181,5 +182,7 @@ mod tests {
         assert_eq!(t.back_after(10, 20, 5, 0.9, |b| b.primary_pct[0]), Some(0));
         // Never back: a level nothing reaches.
         assert_eq!(t.back_after(10, 20, 5, 2.0, |b| b.hedge_pct), None);
+        // A zero width counts as one second.
+        assert_eq!(t.back_after(10, 20, 0, 0.9, |b| b.hedge_pct), Some(3));
     }
 }
