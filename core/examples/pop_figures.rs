@@ -11,25 +11,7 @@ use hedgehog_core::estimation::sketch::{LatencySketch, Sample, RELATIVE_ERROR};
 use hedgehog_core::pop::aggregate::PopAggregate;
 use hedgehog_core::pop::client::PopClient;
 use hedgehog_core::pop::push::{KeyQuantile, PushReply, PUSH_VERSION};
-
-/// A small deterministic generator (splitmix64) so runs are repeatable.
-struct Rng(u64);
-
-impl Rng {
-    fn next_f64(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        ((z >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.next_f64(), self.next_f64());
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-}
+use hedgehog_core::sim::Rng;
 
 /// A named latency distribution to draw from.
 type Distribution = (&'static str, Box<dyn Fn(&mut Rng) -> f64>);
@@ -38,7 +20,7 @@ fn distributions() -> Vec<Distribution> {
     vec![
         (
             "uniform 1-100 ms",
-            Box::new(|r: &mut Rng| 1.0 + 99.0 * r.next_f64()),
+            Box::new(|r: &mut Rng| 1.0 + 99.0 * r.uniform()),
         ),
         (
             "lognormal median 40 ms, sigma 0.6",
@@ -47,10 +29,10 @@ fn distributions() -> Vec<Distribution> {
         (
             "heavy tail: 95% lognormal 40 ms, 5% 300-900 ms",
             Box::new(|r: &mut Rng| {
-                if r.next_f64() < 0.95 {
+                if r.uniform() < 0.95 {
                     40.0 * (0.3 * r.normal()).exp()
                 } else {
-                    300.0 + 600.0 * r.next_f64()
+                    300.0 + 600.0 * r.uniform()
                 }
             }),
         ),
@@ -69,7 +51,7 @@ fn main() {
     println!("stated bound: {:.2}%", RELATIVE_ERROR * 100.0);
     let quantiles = [0.5, 0.9, 0.95, 0.99, 0.999];
     for (name, draw) in distributions() {
-        let mut rng = Rng(42);
+        let mut rng = Rng::from_state(42);
         let values: Vec<f64> = (0..100_000).map(|_| draw(&mut rng)).collect();
         let (first, second) = values.split_at(values.len() / 2);
         let mut a = LatencySketch::new();
@@ -98,7 +80,7 @@ fn main() {
     for (rate, routes) in [(100.0, 1usize), (100.0, 4), (1_000.0, 4)] {
         let per_push = (rate * 5.0_f64).min(1_000.0) as usize;
         let mut client = PopClient::new(config::defaults().pop.client);
-        let mut rng = Rng(7);
+        let mut rng = Rng::from_state(7);
         let names = vec!["primary".to_string(), "secondary".to_string()];
         for i in 0..per_push {
             let route = format!("/route{}", i % routes);
@@ -149,7 +131,7 @@ fn main() {
     println!();
     println!("## Aggregator state for 2,048 keys (the default bound)");
     let mut pop = PopAggregate::new(config::defaults().pop.aggregate);
-    let mut rng = Rng(9);
+    let mut rng = Rng::from_state(9);
     let mut bytes = 0;
     for k in 0..2_048 {
         let mut sketch = LatencySketch::new();

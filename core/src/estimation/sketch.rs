@@ -180,25 +180,8 @@ pub fn bucket_value(index: i32) -> f64 {
 mod tests {
     use super::*;
 
-    /// A small deterministic generator so the tests need no crate.
-    struct SplitMix(u64);
-    impl SplitMix {
-        fn next_f64(&mut self) -> f64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            (z >> 11) as f64 / (1u64 << 53) as f64
-        }
-        /// Lognormal with the given median and sigma (Box-Muller).
-        fn lognormal(&mut self, median: f64, sigma: f64) -> f64 {
-            let u1 = self.next_f64().max(f64::MIN_POSITIVE);
-            let u2 = self.next_f64();
-            let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-            median * (sigma * z).exp()
-        }
-    }
+    // The simulator's seeded generator (native only, as are the tests).
+    use crate::sim::Rng;
 
     fn exact_quantile(sorted: &[f64], q: f64) -> f64 {
         let rank = (q * sorted.len() as f64).ceil().max(1.0) as usize;
@@ -211,12 +194,12 @@ mod tests {
 
     #[test]
     fn quantiles_within_two_percent_on_seeded_heavy_tail() {
-        let mut rng = SplitMix(42);
+        let mut rng = Rng::from_state(42);
         let mut values = Vec::new();
         let mut sketch = LatencySketch::new();
         for _ in 0..20_000 {
             let mut v = rng.lognormal(40.0, 0.35);
-            if rng.next_f64() < 0.02 {
+            if rng.uniform() < 0.02 {
                 v += 800.0;
             }
             values.push(v);
@@ -235,8 +218,8 @@ mod tests {
 
     #[test]
     fn quantiles_within_two_percent_on_seeded_uniform_small_sample() {
-        let mut rng = SplitMix(7);
-        let mut values: Vec<f64> = (0..101).map(|_| 1.0 + rng.next_f64() * 500.0).collect();
+        let mut rng = Rng::from_state(7);
+        let mut values: Vec<f64> = (0..101).map(|_| 1.0 + rng.uniform() * 500.0).collect();
         let mut sketch = LatencySketch::new();
         for &v in &values {
             sketch.record(Sample::Completed(v));
@@ -341,7 +324,7 @@ mod tests {
 
     #[test]
     fn merged_halves_match_the_whole() {
-        let mut rng = SplitMix(3);
+        let mut rng = Rng::from_state(3);
         let mut whole = LatencySketch::new();
         let mut left = LatencySketch::new();
         let mut right = LatencySketch::new();

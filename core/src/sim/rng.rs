@@ -13,6 +13,12 @@ impl Rng {
         rng
     }
 
+    /// A generator started at this raw state, without `new`'s stream mixing
+    /// (for fixed-seed tests and examples that need one stream only).
+    pub fn from_state(state: u64) -> Self {
+        Rng(state)
+    }
+
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
