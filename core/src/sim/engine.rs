@@ -460,7 +460,7 @@ impl Sim<'_> {
         let primary = usize::from(r.legs[Leg::Primary.index()].origin);
         let res = &mut self.result;
         res.timeline
-            .record(arrived_s, latency, race.hedge_sent(), error, primary);
+            .record(arrived_s, latency, race.hedge_sent(), primary);
         res.requests += 1;
         res.latencies_ms.push(latency);
         res.hedges += u64::from(race.hedge_sent());

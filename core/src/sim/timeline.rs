@@ -11,8 +11,6 @@ struct Second {
     requests: u64,
     /// Of them, hedged.
     hedges: u64,
-    /// Of them, failed as the client saw it.
-    errors: u64,
     /// Their primaries, by origin.
     primaries: Vec<u64>,
     /// Their latencies, ms.
@@ -35,8 +33,6 @@ pub struct Block {
     pub requests: u64,
     /// Hedged requests, % of requests.
     pub hedge_pct: f64,
-    /// Client-visible errors.
-    pub errors: u64,
     /// Primaries by origin, % of requests.
     pub primary_pct: Vec<f64>,
     /// p99 latency, ms.
@@ -54,14 +50,7 @@ impl Timeline {
 
     /// Books one finished request that arrived `arrived_s` seconds into the
     /// measured time.
-    pub fn record(
-        &mut self,
-        arrived_s: f64,
-        latency_ms: f64,
-        hedged: bool,
-        error: bool,
-        primary: usize,
-    ) {
+    pub fn record(&mut self, arrived_s: f64, latency_ms: f64, hedged: bool, primary: usize) {
         let i = arrived_s.max(0.0) as usize;
         while self.seconds.len() <= i {
             self.seconds.push(Second {
@@ -72,7 +61,6 @@ impl Timeline {
         let s = &mut self.seconds[i];
         s.requests += 1;
         s.hedges += u64::from(hedged);
-        s.errors += u64::from(error);
         if let Some(n) = s.primaries.get_mut(primary) {
             *n += 1;
         }
@@ -92,7 +80,6 @@ impl Timeline {
             from_s,
             requests,
             hedge_pct: pct(span.iter().map(|s| s.hedges).sum()),
-            errors: span.iter().map(|s| s.errors).sum(),
             primary_pct: (0..self.origins)
                 .map(|o| pct(span.iter().map(|s| s.primaries[o]).sum()))
                 .collect(),
@@ -147,13 +134,7 @@ mod tests {
             for k in 0..10 {
                 let hedged = k == 0 && !(10..23).contains(&s);
                 let primary = usize::from((10..20).contains(&s));
-                t.record(
-                    f64::from(s) + 0.05 * f64::from(k),
-                    40.0,
-                    hedged,
-                    false,
-                    primary,
-                );
+                t.record(f64::from(s) + 0.05 * f64::from(k), 40.0, hedged, primary);
             }
         }
         t
