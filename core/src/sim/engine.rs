@@ -645,6 +645,19 @@ mod tests {
     }
 
     #[test]
+    fn hedging_comes_back_within_half_a_window_after_an_overload_spell() {
+        // The spell covers measured seconds 12 to 27; the latency window is
+        // 60 s, so a delay chosen on the whole window would hedge little
+        // until the spell slid out of it.
+        let r = run(&params("overload-spell", 60.0), &config(&[])).expect("runs");
+        let back = r.timeline.back_after(12, 27, 5, 0.8, |b| b.hedge_pct);
+        assert!(
+            back.is_some_and(|s| s <= 30),
+            "hedging back after {back:?} s"
+        );
+    }
+
+    #[test]
     fn a_queueing_origin_keeps_aborted_work_in_service() {
         let r = run(&params("overload", 5.0), &config(&[])).expect("runs");
         assert!(r.requests > 0);
