@@ -127,22 +127,56 @@ test("primary refuses connections: hedge at once", async () => {
   assert.ok(took < 1_000, `took ${took} ms with a 10 s hedge delay`);
 });
 
-test("both legs fail: 502 with what each leg got, promptly", async () => {
-  const a = await origin("a", () => ({ status: 503 }));
-  const b = await origin("b", () => ({ status: 502 }));
+test("both origins answer 5xx: the client gets the primary's own answer, status, headers and body", async () => {
+  const a = await origin("a", () => ({
+    status: 503,
+    headers: { "retry-after": "30", "content-type": "application/json" },
+    body: '{"origin":"a","state":"maintenance"}',
+  }));
+  const b = await origin("b", () => ({ status: 502, body: "b is down" }));
   const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "10000" });
   const sent = performance.now();
   const res = await w.fetch("/both");
+  const body = await res.text();
+  const took = performance.now() - sent;
+  assert.equal(res.status, 503);
+  assert.ok(took < 1_000, `took ${took} ms`);
+  assert.equal(res.headers.get("retry-after"), "30");
+  assert.equal(res.headers.get("content-type"), "application/json");
+  assert.equal(body, '{"origin":"a","state":"maintenance"}');
+  assert.equal(b.requests.length, 1, "the hedge went out and failed too");
+  const timing = serverTiming(res.headers.get("server-timing"));
+  assert.equal(timing["origin-failure"]?.desc, "primary");
+  assert.equal(timing.origin?.desc, "a");
+});
+
+test("the primary unreachable and the hedge answering 503: the hedge's answer goes out", async () => {
+  const dead = { name: "dead", url: `http://127.0.0.1:${await closedPort()}` };
+  const b = await origin("b", () => ({ status: 503, headers: { "retry-after": "5" }, body: "b sheds" }));
+  const w = await worker({ HEDGE_ORIGINS: origins(dead, b), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+  const res = await w.fetch("/half");
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("retry-after"), "5");
+  assert.equal(await res.text(), "b sheds");
+  assert.equal(serverTiming(res.headers.get("server-timing"))["origin-failure"]?.desc, "hedge");
+});
+
+test("no origin answers at all: the Worker's own 502 says what each leg got, promptly", async () => {
+  const deadA = { name: "a", url: `http://127.0.0.1:${await closedPort()}` };
+  const deadB = { name: "b", url: `http://127.0.0.1:${await closedPort()}` };
+  const w = await worker({ HEDGE_ORIGINS: origins(deadA, deadB), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+  const sent = performance.now();
+  const res = await w.fetch("/none");
   const body = await res.json();
   const took = performance.now() - sent;
   assert.equal(res.status, 502);
   assert.ok(took < 1_000, `took ${took} ms`);
   assert.equal(body.error, "all_legs_failed");
   assert.deepEqual(
-    body.legs.map((l) => [l.leg, l.origin, l.status]),
+    body.legs.map((l) => [l.leg, l.origin, l.status, l.failure]),
     [
-      ["primary", "a", 503],
-      ["hedge", "b", 502],
+      ["primary", "a", null, "unreachable"],
+      ["hedge", "b", null, "unreachable"],
     ],
   );
 });

@@ -15,10 +15,13 @@
 //! cacheable request does first (look in the cache, lead or wait on a
 //! coalesced fetch) before the race.
 
+use std::collections::HashSet;
 use std::rc::Rc;
 
 use crate::admission::health::Outcome;
 use crate::admission::hedge_gate::{GateParams, HedgeGate, Urgency};
+use crate::cache::invalidation::Invalidations;
+use crate::cache::policy::CacheRoutes;
 use crate::capped_map::CappedMap;
 use crate::config::{HedgePolicy, Params};
 use crate::estimation::delay_policy::{choose_delay, DelayBasis, DelayChoice, HedgeMode};
@@ -29,7 +32,6 @@ use crate::no_hedge::NoHedge;
 use crate::observe::route_stats::{RaceSummary, RouteStats};
 use crate::pop::client::{PopClient, PopClientParams};
 use crate::race::{classify_status, health_outcome, Leg, LegOutcome, Race, Step};
-use crate::request::cache_policy::CacheRoutes;
 use crate::request::coalesce::{Coalescer, Role};
 use crate::request::eligibility::Eligibility;
 use crate::request::held_bodies::HeldBodies;
@@ -48,9 +50,9 @@ pub struct RacePlan {
     /// Classic timeout-and-retry instead of a hedge (`HEDGE_MODE=retry`):
     /// the timer abandons the primary, and the retry is not charged.
     pub retry: bool,
-    /// Hedgeable only through its idempotency key: the hedge must go to
-    /// another origin, never the primary's own.
-    pub keyed: bool,
+    /// The second leg must go to another origin, never the primary's own
+    /// (an idempotency-keyed request, any method but GET and HEAD).
+    pub peer_only: bool,
     /// Before the hedge delay, look once at this time whether the primary's
     /// origin has stalled (tail-aware policy; `None`: the delay comes first).
     pub stall_check_ms: Option<f64>,
@@ -121,8 +123,14 @@ pub enum RaceEnd {
     /// Only the primary ran and it failed retriably: its failure goes to the
     /// client as it is.
     PrimaryFailed,
-    /// Both legs failed retriably.
-    BothFailed,
+    /// Both legs failed retriably. `answered` is the leg whose own HTTP
+    /// answer (a 5xx, or a hedge's refusal) goes to the client, unchanged: the
+    /// primary's when both answered, else the one that did; `None` when no
+    /// origin answered at all (the Worker then says so in a 502).
+    BothFailed {
+        /// The leg whose answer is delivered.
+        answered: Option<Leg>,
+    },
     /// No leg answered within the timeout.
     TimedOut,
     /// The client went away first.
@@ -136,7 +144,8 @@ impl RaceEnd {
         match self {
             RaceEnd::Won(leg) => Some(leg),
             RaceEnd::PrimaryFailed => Some(Leg::Primary),
-            RaceEnd::BothFailed | RaceEnd::TimedOut | RaceEnd::ClientGone => None,
+            RaceEnd::BothFailed { answered } => answered,
+            RaceEnd::TimedOut | RaceEnd::ClientGone => None,
         }
     }
 }
@@ -242,6 +251,10 @@ pub struct Hedger {
     pub coalescer: Coalescer,
     /// Request-body bytes held for replay.
     pub held_bodies: HeldBodies,
+    /// When each URL was last invalidated by a write.
+    pub invalidations: Invalidations,
+    /// Cache keys being refreshed in the background (stale-while-revalidate).
+    refreshes: HashSet<String>,
     /// The delay by predicted benefit per (primary, route), recently computed.
     benefit: CappedMap<(usize, String), BenefitCache>,
     /// Recent share of hedgeable requests that needed an urgent hedge
@@ -267,6 +280,9 @@ const BENEFIT_BUDGET_SHARE: f64 = 0.9;
 const URGENT_RESERVE: f64 = 1.5;
 /// Weight of one request in `urgent_share`.
 const URGENT_WEIGHT: f64 = 0.001;
+
+/// Most background refreshes one isolate runs at once.
+pub const MAX_REFRESHES: usize = 256;
 
 /// Routes never seen to produce a storable response are looked up in the
 /// cache one request in this many.
@@ -306,6 +322,8 @@ impl Hedger {
             cache_routes: CacheRoutes::new(CACHE_PROBE_EVERY),
             coalescer: Coalescer::new(params.coalesce),
             held_bodies: HeldBodies::new(params.max_held_body_bytes),
+            invalidations: Invalidations::new(),
+            refreshes: HashSet::new(),
             pop: PopClient::new(PopClientParams {
                 enabled: pop_enabled,
                 ..params.pop.client
@@ -351,6 +369,35 @@ impl Hedger {
         }
     }
 
+    /// A write to `url` succeeded at `now_ms`: a fetch begun before it may
+    /// not store its answer, and a coalesced flight for it takes no new
+    /// waiters (they would get the answer from before the write).
+    pub fn invalidate(&mut self, url: &str, now_ms: f64) {
+        self.invalidations.record(url, now_ms);
+        self.coalescer.forget(url);
+    }
+
+    /// Whether an answer for `url` requested at `requested_ms` may be
+    /// stored: not when a write invalidated `url` since.
+    pub fn may_store(&self, url: &str, requested_ms: f64) -> bool {
+        !self.invalidations.since(url, requested_ms)
+    }
+
+    /// Claims the background refresh of cache key `key`; `false` when one
+    /// is already running (a stale entry is refreshed once, however many
+    /// requests it serves meanwhile) or too many are.
+    pub fn begin_refresh(&mut self, key: &str) -> bool {
+        if self.refreshes.len() >= MAX_REFRESHES || self.refreshes.contains(key) {
+            return false;
+        }
+        self.refreshes.insert(key.to_string())
+    }
+
+    /// The background refresh of `key` is over.
+    pub fn end_refresh(&mut self, key: &str) {
+        self.refreshes.remove(key);
+    }
+
     /// Its primary, hedge delay and (when it gets none) why.
     pub fn plan(&mut self, eligibility: Eligibility, route: &str, now_ms: f64) -> RacePlan {
         let primary = if self.params.origin_load.by_latency {
@@ -359,7 +406,13 @@ impl Hedger {
             self.gate.choose_primary(now_ms)
         };
         let hedgeable = matches!(eligibility, Eligibility::Hedgeable { .. });
-        let keyed = matches!(eligibility, Eligibility::Hedgeable { keyed: true, .. });
+        let peer_only = matches!(
+            eligibility,
+            Eligibility::Hedgeable {
+                peer_only: true,
+                ..
+            }
+        );
         self.pop.note_request(primary, route, hedgeable);
         let (delay, no_hedge) = match eligibility {
             Eligibility::NotHedgeable(reason) => (None, Some(NoHedge::NotEligible(reason))),
@@ -378,7 +431,7 @@ impl Hedger {
             delay,
             no_hedge,
             retry,
-            keyed,
+            peer_only,
             stall_check_ms,
         }
     }
@@ -697,7 +750,14 @@ impl Hedger {
                 self.finish(state, RaceEnd::Won(winner))
             }
             Step::DeliverPrimaryFailure => self.finish(state, RaceEnd::PrimaryFailed),
-            Step::FailBoth => self.finish(state, RaceEnd::BothFailed),
+            Step::FailBoth => {
+                // A proxy stays transparent: an origin's own failure answer
+                // (its status, Retry-After, body) reaches the client.
+                let answered = [Leg::Primary, Leg::Hedge]
+                    .into_iter()
+                    .find(|leg| state.leg(*leg).status.is_some());
+                self.finish(state, RaceEnd::BothFailed { answered })
+            }
         }
     }
 
@@ -711,8 +771,8 @@ impl Hedger {
         };
         let permit = if let Some(urgency) = urgency {
             self.gate
-                .permit_urgent(plan.primary, now_ms, urgency, plan.keyed)
-        } else if plan.keyed {
+                .permit_urgent(plan.primary, now_ms, urgency, plan.peer_only)
+        } else if plan.peer_only {
             self.gate.permit_to_peer(plan.primary, now_ms)
         } else {
             self.gate.permit(plan.primary, now_ms, !plan.retry)
@@ -835,7 +895,7 @@ mod tests {
 
     const GET: Eligibility = Eligibility::Hedgeable {
         buffer_body: false,
-        keyed: false,
+        peer_only: false,
     };
 
     fn start(h: &mut Hedger, now_ms: f64) -> RaceState {
@@ -1027,9 +1087,38 @@ mod tests {
         h.hedge_sent(&mut race, 2.0);
         assert_eq!(
             h.leg_finished(&mut race, Leg::Hedge, Ok(502), 5.0),
-            Action::Finish(RaceEnd::BothFailed)
+            Action::Finish(RaceEnd::BothFailed {
+                answered: Some(Leg::Hedge)
+            }),
+            "the hedge's origin answered: its 502 goes to the client"
         );
         assert_eq!(race.leg(Leg::Primary).error.as_deref(), Some("reset"));
+    }
+
+    #[test]
+    fn both_answer_with_errors_and_the_primary_answer_is_delivered() {
+        let mut h = hedger(&[]);
+        let mut race = start(&mut h, 0.0);
+        h.leg_finished(&mut race, Leg::Primary, Ok(503), 2.0);
+        h.hedge_sent(&mut race, 2.0);
+        assert_eq!(
+            h.leg_finished(&mut race, Leg::Hedge, Ok(503), 5.0),
+            Action::Finish(RaceEnd::BothFailed {
+                answered: Some(Leg::Primary)
+            })
+        );
+    }
+
+    #[test]
+    fn no_origin_answered_at_all() {
+        let mut h = hedger(&[]);
+        let mut race = start(&mut h, 0.0);
+        h.leg_finished(&mut race, Leg::Primary, Err("reset".into()), 2.0);
+        h.hedge_sent(&mut race, 2.0);
+        assert_eq!(
+            h.leg_finished(&mut race, Leg::Hedge, Err("refused".into()), 5.0),
+            Action::Finish(RaceEnd::BothFailed { answered: None })
+        );
     }
 
     #[test]

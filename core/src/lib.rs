@@ -7,8 +7,10 @@
 //! - [`estimation`]: latency sketches, sliding windows, the estimator, the hedge delay.
 //! - [`admission`]: the hedge budget, origin health, origin choice, the gate that
 //!   combines them.
+//! - [`cache`]: the shared cache's rules: storability, freshness, keys, invalidation,
+//!   conditional requests.
 //! - [`request`]: per-request rules: eligibility, route keys, the outbound URL and
-//!   headers, cache policy, coalescing, held bodies, the body idle timeout.
+//!   headers, coalescing, held bodies, the body idle timeout.
 //! - [`pop`]: PoP-wide aggregation: the push format, the aggregator, the client.
 //! - [`observe`]: stats counters and the request log line.
 //! - [`capped_map`]: the bound on every per-key table.
@@ -19,6 +21,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod admission;
+pub mod cache;
 pub mod capped_map;
 pub mod config;
 pub mod estimation;

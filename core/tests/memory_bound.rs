@@ -6,12 +6,12 @@
 
 use std::collections::BTreeMap;
 
+use hedgehog_core::cache::policy::CacheRoutes;
 use hedgehog_core::config;
 use hedgehog_core::estimation::estimator::LatencyEstimator;
 use hedgehog_core::estimation::sketch::Sample;
 use hedgehog_core::observe::route_stats::{RaceSummary, RouteStats};
 use hedgehog_core::pop::client::PopClient;
-use hedgehog_core::request::cache_policy::CacheRoutes;
 use hedgehog_core::request::coalesce::{Coalescer, Role};
 use hedgehog_core::request::route_key::route_key;
 
@@ -75,7 +75,7 @@ fn state_stays_bounded_under_100k_distinct_paths() {
     println!(
         "  cacheable routes: {} (bound {})",
         cache_routes.known_count(),
-        hedgehog_core::request::cache_policy::MAX_CACHEABLE_ROUTES
+        hedgehog_core::cache::policy::MAX_CACHEABLE_ROUTES
     );
     println!(
         "  PoP delta keys: {delta_keys}, PoP answers: {answers} (bound {})",
@@ -88,9 +88,7 @@ fn state_stays_bounded_under_100k_distinct_paths() {
         PATHS - params.estimator.max_route_keys
     );
     assert!(coalescer.len() <= params.coalesce.max_flights);
-    assert!(
-        cache_routes.known_count() <= hedgehog_core::request::cache_policy::MAX_CACHEABLE_ROUTES
-    );
+    assert!(cache_routes.known_count() <= hedgehog_core::cache::policy::MAX_CACHEABLE_ROUTES);
     assert!(delta_keys <= hedgehog_core::pop::push::MAX_PUSH_KEYS);
     assert!(answers <= hedgehog_core::pop::push::MAX_PUSH_KEYS);
 }

@@ -11,13 +11,14 @@
 mod abort_signal;
 mod analytics;
 mod body_watch;
-mod cache_policy;
+mod cache;
 mod coalesce;
 mod fixed_length_body;
 mod isolate;
 mod leg;
 mod pop;
 mod race;
+mod refresh;
 mod reply;
 mod request_body;
 mod request_log;
@@ -26,10 +27,11 @@ mod websocket;
 
 use worker::{console_error, event, js_sys, web_sys, Context, Env};
 
+use hedgehog_core::cache::conditional::{not_modified, CONDITIONAL_REQUEST_HEADERS};
+use hedgehog_core::cache::freshness::Verdict;
+use hedgehog_core::cache::invalidation::{invalidates, same_origin_target};
+use hedgehog_core::cache::policy::{is_reserved_host, request_cacheable, CacheRequestFacts};
 use hedgehog_core::observe::request_log::LogLevel;
-use hedgehog_core::request::cache_policy::{
-    request_cacheable, response_storable, CacheRequestFacts, CacheResponseFacts,
-};
 use hedgehog_core::request::coalesce::{FlightState, Role};
 use hedgehog_core::request::eligibility::{eligibility, Eligibility, RequestFacts};
 use hedgehog_core::request::outbound::{
@@ -69,6 +71,11 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     let Some((path, query)) = path_and_query(&url) else {
         return reply::bad_request("the request URL could not be parsed", &request_id);
     };
+    // The Worker keys its own cache entries under `.invalid` hosts: a request
+    // naming one could read or plant them, so none gets near the cache or an origin.
+    if is_reserved_host(&url) {
+        return reply::bad_request("the request names a reserved host (.invalid)", &request_id);
+    }
     let method = req.method();
     if path == params.stats.path {
         if let Some(response) = stats_page::respond(
@@ -129,15 +136,18 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         move || signal.aborted()
     };
 
-    // Cache first: a hit needs no origin, so it is never hedged.
-    let cacheable = params.cache
-        && !has_body
-        && request_cacheable(&CacheRequestFacts {
+    // Cache first: a fresh hit needs no origin, so it is never hedged.
+    let cache_request = if params.cache && !has_body {
+        request_cacheable(&CacheRequestFacts {
             method: &method,
             has_credentials: header("authorization").is_some() || header("cookie").is_some(),
             cache_control: header("cache-control").as_deref(),
             pragma: header("pragma").as_deref(),
-        });
+        })
+    } else {
+        None
+    };
+    let cacheable = cache_request.is_some();
     let Some(hedger) = isolate::hedger() else {
         // Parsed above; gone only if the isolate state was reset meanwhile.
         return reply::internal_error(&request_id);
@@ -148,45 +158,73 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         .borrow_mut()
         .arrive(&url, &route, cacheable, start_ms);
     let mut leader = None;
-    // A waiter that found nothing in the cache does not look again below.
-    let mut look_up_cache = arrival.look_up_cache;
+    let mut found = cache::Lookup::default();
+    let mut serve_as = CacheServe::Hit;
     match arrival.role {
         Role::Waiter(id) => {
             let Some(outcome) = coalesce::wait_for(&url, id, &client_gone).await else {
                 return reply::client_gone(&request_id);
             };
             if matches!(outcome, FlightState::Stored | FlightState::Unknown) {
-                look_up_cache = false;
-                if let Some(hit) = cache_policy::lookup(&url, &client_headers).await {
-                    let timing = Timing {
-                        start_ms,
-                        now_ms: now_ms(),
-                    };
-                    return reply::cache_hit_response(
-                        &hit,
-                        CacheServe::Coalesced,
-                        &request_id,
-                        timing,
-                    );
-                }
+                found = cache::lookup(&url, &client_headers).await;
+                serve_as = CacheServe::Coalesced;
             }
             // Nothing shared (or another variant): fetch as if this request had come alone.
         }
         Role::Leader(id) => leader = Some(coalesce::LeaderGuard::new(&url, id)),
         Role::Alone => {}
     }
-    if look_up_cache {
-        if let Some(hit) = cache_policy::lookup(&url, &client_headers).await {
+    // A waiter that found nothing in the cache does not look again.
+    if arrival.look_up_cache && serve_as == CacheServe::Hit {
+        found = cache::lookup(&url, &client_headers).await;
+    }
+    // What the core says this request may do with the entry found.
+    let mut stale = None;
+    if let (Some(entry), Some(directives)) = (found.entry.take(), &cache_request) {
+        let verdict = entry.meta.verdict(directives, now_ms() / 1000.0);
+        let fresh_or_swr = match verdict {
+            Verdict::Fresh { age_s } => Some((age_s, serve_as)),
+            Verdict::StaleWhileRevalidate { age_s } => {
+                Some((age_s, CacheServe::StaleWhileRevalidate))
+            }
+            Verdict::Stale { .. } => None,
+        };
+        if let Some((age_s, how)) = fresh_or_swr {
             hedger.borrow_mut().cache_answer(&route, true);
+            // Waiters can use what is stored (fresh, or stale while it is
+            // refreshed) at once.
             if let Some(leader) = leader.take() {
                 leader.stored();
             }
+            if how == CacheServe::StaleWhileRevalidate {
+                refresh::spawn(refresh::Refresh {
+                    ctx: &ctx,
+                    hedger: &hedger,
+                    url: &url,
+                    path,
+                    query,
+                    route: &route,
+                    client_headers: &client_headers,
+                    request_id: &request_id,
+                    decision,
+                    entry: &entry,
+                });
+            }
+            let conditional_hit = how == CacheServe::Hit
+                && not_modified(
+                    header("if-none-match").as_deref(),
+                    header("if-modified-since").as_deref(),
+                    entry.header("etag").as_deref(),
+                    entry.header("last-modified").as_deref(),
+                );
+            let served = cache::served(&entry, age_s, conditional_hit)?;
             let timing = Timing {
                 start_ms,
                 now_ms: now_ms(),
             };
-            return reply::cache_hit_response(&hit, CacheServe::Hit, &request_id, timing);
+            return reply::cache_hit_response(served, how, &request_id, timing);
         }
+        stale = Some((entry, verdict));
     }
 
     // A body held for the hedge; one that outgrows a cap goes once, streamed.
@@ -230,8 +268,27 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         body,
         trace,
     };
+    // A stale entry with a validator is revalidated: a 304 then refreshes it
+    // (unless the client's request is conditional itself: the origin then
+    // answers the client's own question).
+    let client_conditional = CONDITIONAL_REQUEST_HEADERS
+        .iter()
+        .any(|name| client_headers.has(name).unwrap_or(false));
+    let revalidating = match &stale {
+        Some((entry, _)) if !client_conditional => {
+            let (etag, modified) = (entry.header("etag"), entry.header("last-modified"));
+            if let Some(etag) = &etag {
+                outbound.headers.set("if-none-match", etag)?;
+            }
+            if let Some(modified) = &modified {
+                outbound.headers.set("if-modified-since", modified)?;
+            }
+            etag.is_some() || modified.is_some()
+        }
+        _ => false,
+    };
     let target = Target { path, query };
-    let report = match race::run(
+    let mut report = match race::run(
         &hedger,
         plan,
         &target,
@@ -249,33 +306,77 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         }
     };
     drop(held_claim);
-    let client_error = match &report.outcome {
+    // A 304 to the Worker's own revalidation: the client gets the stored
+    // entry, updated by the 304's headers, and the cache keeps that.
+    if let (true, Some((entry, _)), Outcome::Won(_, response)) =
+        (revalidating, &stale, &mut report.outcome)
+    {
+        if response.status() == 304 {
+            *response = cache::updated_by(entry, response)?;
+        }
+    }
+    let (client_error, origin_failed) = match &report.outcome {
         Outcome::ClientGone => return reply::client_gone(&request_id),
-        Outcome::Won(_, response) => response.status() >= 500,
-        _ => true,
+        // RFC 5861: the errors a stale-if-error copy may stand in for.
+        Outcome::Won(_, response) => (
+            response.status() >= 500,
+            matches!(response.status(), 500 | 502 | 503 | 504),
+        ),
+        _ => (true, true),
     };
     hedger
         .borrow_mut()
         .record_outcome(&report.state, client_error, now_ms());
+    if let (
+        true,
+        Some((
+            entry,
+            Verdict::Stale {
+                serve_on_error: true,
+                ..
+            },
+        )),
+    ) = (origin_failed, &stale)
+    {
+        if let Some(controller) = report.winner_controller.take() {
+            controller.abort();
+        }
+        let age_s = entry.meta.current_age_s(now_ms() / 1000.0) as u64;
+        let served = cache::served(entry, age_s, false)?;
+        let timing = Timing {
+            start_ms,
+            now_ms: now_ms(),
+        };
+        return reply::cache_hit_response(served, CacheServe::StaleIfError, &request_id, timing);
+    }
+    if let Outcome::Won(_, response) = &report.outcome {
+        if invalidates(&outbound.method, response.status()) {
+            invalidate(&hedger, &url, response).await?;
+        }
+    }
     if let (true, Outcome::Won(_, response)) = (cacheable, &report.outcome) {
-        let headers = response.headers();
-        let storable = response_storable(&CacheResponseFacts {
-            status: response.status(),
-            cache_control: headers.get("cache-control")?.as_deref(),
-            sets_cookie: headers.has("set-cookie")?,
-            content_encoding: headers.get("content-encoding")?.as_deref(),
-            vary: headers.get("vary")?.as_deref(),
-        }) && cache_policy::store(&ctx, &url, &client_headers, response, {
-            let leader = leader.take();
-            move || {
-                if let Some(leader) = leader {
-                    leader.stored();
+        let fresh = cache::freshness_of(response, start_ms, now_ms())
+            .filter(|_| hedger.borrow().may_store(&url, start_ms));
+        let stored = fresh.is_some_and(|(meta, keep_secs)| {
+            let target = cache::StoreTarget {
+                url: &url,
+                request_headers: &client_headers,
+                generation: found.generation.take(),
+                meta,
+                keep_secs,
+            };
+            cache::store(&ctx, target, response, {
+                let leader = leader.take();
+                move || {
+                    if let Some(leader) = leader {
+                        leader.stored();
+                    }
                 }
-            }
+            })
         });
         hedger
             .borrow_mut()
-            .cache_answer(&report.state.plan.route, storable);
+            .cache_answer(&report.state.plan.route, stored);
     }
     // Not stored: waiters are released now, as the headers say so, not later.
     drop(leader);
@@ -301,6 +402,38 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     }
     pop::client::maybe_push(&ctx, &env, &req, &params);
     response
+}
+
+/// A successful write to `url` (RFC 9111 section 4.4): the stored entries
+/// for it and for the same-origin `Location` / `Content-Location` it names
+/// are deleted before the client hears back, so its next read cannot get the
+/// old copy; fetches begun before the write will not store theirs.
+async fn invalidate(
+    hedger: &std::cell::RefCell<hedgehog_core::hedger::Hedger>,
+    url: &str,
+    response: &web_sys::Response,
+) -> worker::Result<()> {
+    let mut targets = vec![url.to_string()];
+    for name in ["location", "content-location"] {
+        if let Some(target) = response
+            .headers()
+            .get(name)?
+            .and_then(|value| same_origin_target(url, &value))
+        {
+            if !targets.contains(&target) {
+                targets.push(target);
+            }
+        }
+    }
+    {
+        let mut hedger = hedger.borrow_mut();
+        let now = now_ms();
+        for target in &targets {
+            hedger.invalidate(target, now);
+        }
+    }
+    futures::future::join_all(targets.iter().map(|t| cache::delete(t))).await;
+    Ok(())
 }
 
 /// A random 128-bit request id in hex.

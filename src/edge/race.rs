@@ -36,8 +36,9 @@ pub(crate) enum Outcome {
     /// Only the primary ran and it failed retriably: its response (if it got
     /// one) goes to the client as it is.
     PrimaryFailed(Option<web_sys::Response>),
-    /// Both legs failed retriably.
-    BothFailed,
+    /// Both legs failed retriably; the origin's own answer of the leg the
+    /// Hedger picked goes to the client as it is, when an origin answered.
+    BothFailed(Option<(Leg, web_sys::Response)>),
     /// No leg answered within the timeout.
     TimedOut,
     /// The client went away first; nobody reads the answer.
@@ -234,10 +235,18 @@ fn finish(end: RaceEnd, state: RaceState, mut legs: [LegIo; 2]) -> RaceReport {
             // A leg wins only on an answer, which is stored before the
             // Hedger hears of it; were it missing, the client gets the 502
             // that both legs failing gives, not a panic.
-            (None, _) => (Outcome::BothFailed, None),
+            (None, _) => (Outcome::BothFailed(None), None),
         },
         RaceEnd::PrimaryFailed => (Outcome::PrimaryFailed(take(Leg::Primary).0), None),
-        RaceEnd::BothFailed => (Outcome::BothFailed, None),
+        RaceEnd::BothFailed {
+            answered: Some(leg),
+        } => match take(leg) {
+            (Some(response), controller) => {
+                (Outcome::BothFailed(Some((leg, response))), controller)
+            }
+            (None, _) => (Outcome::BothFailed(None), None),
+        },
+        RaceEnd::BothFailed { answered: None } => (Outcome::BothFailed(None), None),
         RaceEnd::TimedOut => (Outcome::TimedOut, None),
         RaceEnd::ClientGone => (Outcome::ClientGone, None),
     };

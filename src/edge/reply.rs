@@ -66,6 +66,7 @@ pub(crate) fn race_response(
     let state = &report.state;
     let x_hedge = match (&report.outcome, state.hedge_sent()) {
         (Outcome::Won(leg, _), true) => leg.as_str(),
+        (Outcome::BothFailed(Some(_)), true) => "failed",
         _ => "none",
     };
     let server_timing = server_timing(params, &report, timing);
@@ -98,7 +99,9 @@ pub(crate) fn race_response(
         )
     };
     match &report.outcome {
-        Outcome::Won(_, response) | Outcome::PrimaryFailed(Some(response)) => {
+        Outcome::Won(_, response)
+        | Outcome::PrimaryFailed(Some(response))
+        | Outcome::BothFailed(Some((_, response))) => {
             let body = match (response.body(), params.body_idle_timeout_ms) {
                 (Some(body), Some(idle_ms)) => Some(body_watch::watch(
                     response,
@@ -116,7 +119,7 @@ pub(crate) fn race_response(
             "the origin could not be reached and no hedge was allowed".into(),
             None,
         ),
-        Outcome::BothFailed => error(
+        Outcome::BothFailed(None) => error(
             502,
             "all_legs_failed",
             "both the primary and the hedge failed".into(),
@@ -135,32 +138,58 @@ pub(crate) fn race_response(
     }
 }
 
-/// A response served from the edge cache: no origin request, no hedge.
+/// A response served from the edge cache (built by the cache glue, so its
+/// headers are the Worker's own to add to): no origin request, no hedge.
 pub(crate) fn cache_hit_response(
-    cached: &web_sys::Response,
+    served: web_sys::Response,
     how: CacheServe,
     request_id: &str,
     timing: Timing,
 ) -> worker::Result<web_sys::Response> {
     let total = timing.now_ms - timing.start_ms;
-    let (label, server_timing) = match how {
-        CacheServe::Hit => ("cache", format!("cache;desc=\"hit\", total;dur={total:.1}")),
-        CacheServe::Coalesced => (
-            "coalesced",
-            format!("cache;desc=\"coalesced\", total;dur={total:.1}"),
-        ),
-    };
-    decorate(cached, cached.body(), label, &server_timing, request_id)
+    let headers = served.headers();
+    headers.set(HEDGE_HEADER, how.label())?;
+    headers.append(
+        "server-timing",
+        &format!("cache;desc=\"{}\", total;dur={total:.1}", how.as_str()),
+    )?;
+    headers.set(REQUEST_ID_HEADER, request_id)?;
+    Ok(served)
 }
 
 /// How a response from the cache came to be served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CacheServe {
-    /// An ordinary hit (`x-hedge: cache`).
+    /// A fresh hit (`x-hedge: cache`).
     Hit,
     /// Stored by a concurrent identical request this one waited for
     /// (`x-hedge: coalesced`).
     Coalesced,
+    /// Stale within `stale-while-revalidate`, refreshed in the background
+    /// (`x-hedge: stale`).
+    StaleWhileRevalidate,
+    /// Stale within `stale-if-error`, served because no origin gave a good
+    /// answer (`x-hedge: stale`).
+    StaleIfError,
+}
+
+impl CacheServe {
+    fn label(self) -> &'static str {
+        match self {
+            CacheServe::Hit => "cache",
+            CacheServe::Coalesced => "coalesced",
+            CacheServe::StaleWhileRevalidate | CacheServe::StaleIfError => "stale",
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            CacheServe::Hit => "hit",
+            CacheServe::Coalesced => "coalesced",
+            CacheServe::StaleWhileRevalidate => "stale-while-revalidate",
+            CacheServe::StaleIfError => "stale-if-error",
+        }
+    }
 }
 
 /// A 500 naming every bad configuration key.
@@ -288,14 +317,27 @@ pub(crate) fn json_response<T: Serialize>(
 fn server_timing(params: &Params, report: &RaceReport, timing: Timing) -> String {
     let mut parts = Vec::new();
     let state = &report.state;
-    if let Outcome::Won(leg, _) = &report.outcome {
-        let winner = state.leg(*leg);
+    let answered = match &report.outcome {
+        Outcome::Won(leg, _) | Outcome::BothFailed(Some((leg, _))) => Some(*leg),
+        Outcome::PrimaryFailed(Some(_)) => Some(Leg::Primary),
+        _ => None,
+    };
+    if let Some(leg) = answered {
+        let winner = state.leg(leg);
         if let Some(elapsed) = winner.elapsed_ms(timing.now_ms) {
             parts.push(format!(
                 "origin;dur={elapsed:.1};desc=\"{}\"",
                 params.origins[winner.origin].name
             ));
         }
+    }
+    // Every leg failed and this is an origin's own failure answer: whose.
+    let failed = matches!(
+        report.outcome,
+        Outcome::BothFailed(Some(_)) | Outcome::PrimaryFailed(Some(_))
+    );
+    if let (true, Some(leg)) = (failed, answered) {
+        parts.push(format!("origin-failure;desc=\"{}\"", leg.as_str()));
     }
     if let Some(choice) = state.plan.delay {
         parts.push(format!(

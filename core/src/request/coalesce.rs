@@ -172,6 +172,13 @@ impl Coalescer {
         }
     }
 
+    /// A write invalidated `key`: its flight (begun before the write) takes
+    /// no new waiters, and its leader's later report changes nothing.
+    /// Waiters already on it see [`FlightState::Unknown`] and look again.
+    pub fn forget(&mut self, key: &str) {
+        self.flights.remove(key);
+    }
+
     /// Drops finished flights, and pending ones past twice the wait limit
     /// (their leader is gone without a word; no waiter still polls them).
     fn forget_finished(&mut self, now_ms: f64) {

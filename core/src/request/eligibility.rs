@@ -7,7 +7,7 @@
 //! only if its body is small enough to hold for the second copy. A key only
 //! makes a repeat safe where every origin checks it against one shared store,
 //! which is why it is opt-in and why a keyed hedge never goes to the same
-//! origin (see [`Eligibility::Hedgeable::keyed`]). A body without a declared
+//! origin (see [`Eligibility::Hedgeable::peer_only`]). A body without a declared
 //! length is read up to the cap by the Worker; if it turns out larger, the
 //! request is sent once, streamed.
 
@@ -45,10 +45,12 @@ pub enum Eligibility {
     Hedgeable {
         /// Whether the request body must be read (up to the cap) for the second leg.
         buffer_body: bool,
-        /// Hedgeable only because of its idempotency key (the method is not
-        /// in `HEDGE_METHODS`): its hedge must go to another origin, since
-        /// one origin seeing the key twice at once may answer 409 or run it twice.
-        keyed: bool,
+        /// Its second leg must go to another origin, never the primary's own:
+        /// a request hedgeable only through its idempotency key (one origin
+        /// seeing the key twice at once may answer 409 or run it twice), and
+        /// any method but GET and HEAD (a write is never re-sent to the origin
+        /// that just failed it, not even after a fast 502/503/504).
+        peer_only: bool,
     },
     /// Sent once, never hedged.
     NotHedgeable(NotHedgeableReason),
@@ -92,11 +94,13 @@ pub fn eligibility(facts: &RequestFacts<'_>, params: &EligibilityParams) -> Elig
     if !method_ok && !keyed {
         return Eligibility::NotHedgeable(NotHedgeableReason::NotIdempotent);
     }
-    let keyed = !method_ok;
+    let read_only =
+        facts.method.eq_ignore_ascii_case("GET") || facts.method.eq_ignore_ascii_case("HEAD");
+    let peer_only = !method_ok || !read_only;
     if !facts.has_body {
         return Eligibility::Hedgeable {
             buffer_body: false,
-            keyed,
+            peer_only,
         };
     }
     match facts.content_length {
@@ -105,7 +109,7 @@ pub fn eligibility(facts: &RequestFacts<'_>, params: &EligibilityParams) -> Elig
         }
         _ => Eligibility::Hedgeable {
             buffer_body: true,
-            keyed,
+            peer_only,
         },
     }
 }
@@ -139,7 +143,7 @@ mod tests {
                 eligibility(&facts(m), &params()),
                 Eligibility::Hedgeable {
                     buffer_body: false,
-                    keyed: false
+                    peer_only: false
                 }
             );
         }
@@ -167,7 +171,7 @@ mod tests {
             eligibility(&f, &params()),
             Eligibility::Hedgeable {
                 buffer_body: true,
-                keyed: true
+                peer_only: true
             }
         );
     }
@@ -214,9 +218,27 @@ mod tests {
             eligibility(&f, &params()),
             Eligibility::Hedgeable {
                 buffer_body: true,
-                keyed: true
+                peer_only: true
             }
         );
+    }
+
+    #[test]
+    fn writes_configured_as_idempotent_are_never_resent_to_their_own_origin() {
+        let p = EligibilityParams {
+            methods: vec!["GET".into(), "PUT".into(), "DELETE".into()],
+            ..params()
+        };
+        for m in ["PUT", "DELETE"] {
+            assert_eq!(
+                eligibility(&facts(m), &p),
+                Eligibility::Hedgeable {
+                    buffer_body: false,
+                    peer_only: true
+                },
+                "{m}"
+            );
+        }
     }
 
     #[test]

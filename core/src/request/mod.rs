@@ -3,7 +3,6 @@
 //! timeout.
 
 pub mod body_watch;
-pub mod cache_policy;
 pub mod coalesce;
 pub mod eligibility;
 pub mod held_bodies;

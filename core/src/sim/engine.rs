@@ -188,7 +188,7 @@ type PushInFlight = (u32, Option<Push>, usize, Option<PushReply>);
 
 const GET: Eligibility = Eligibility::Hedgeable {
     buffer_body: false,
-    keyed: false,
+    peer_only: false,
 };
 
 /// Runs `configuration` on `params`; the same inputs give the same result.

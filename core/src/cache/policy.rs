@@ -1,22 +1,27 @@
-//! Which requests may be answered from the edge cache, and which responses
-//! may be stored in it.
+//! Which requests may be answered from the edge cache, which responses may
+//! be stored in it, and under which keys.
 //!
 //! Conservative on purpose: a shared cache that serves one user's response to
 //! another is a correctness bug, a miss is only a cost. So only `GET` without
 //! credentials (`Authorization`, `Cookie`) or a client `no-cache`/`no-store`,
-//! and only `200` responses that say they are shared-cacheable (`public`,
-//! `max-age` or `s-maxage` above zero), set no cookie, do not `Vary: *` and
-//! are not encoded (no `Content-Encoding` but `identity`).
+//! and only responses with a status in [`STORED_STATUSES`] and explicit
+//! freshness (`s-maxage`, `max-age` or `Expires`, read from the targeted
+//! `CDN-Cache-Control` fields first) that are not `private`, `no-store` or
+//! `no-cache`, set no cookie, do not `Vary: *` and are not encoded.
 //!
 //! `Vary` (RFC 9111 4.1): a stored response may only be reused for a request
 //! whose headers named by its `Vary` match. The Cache API is keyed by URL
 //! alone, so a varying response is stored under a *variant key*
 //! ([`variant_key`]) that spells out the exact values of those headers in the
-//! storing request, and the plain URL holds only a *marker* naming them; a
-//! lookup that finds a marker builds the variant key from its own request's
-//! headers. So a client only ever gets a response stored for the same values
-//! of every header it varies on. `Vary: *`, more than [`MAX_VARY_NAMES`]
-//! names, or a key longer than [`MAX_VARIANT_KEY_LEN`] is not stored.
+//! storing request, and the plain URL holds only a *marker* naming them and
+//! the entry's *generation*; a lookup that finds a marker builds the variant
+//! key from its own request's headers. So a client only ever gets a response
+//! stored for the same values of every header it varies on, and deleting the
+//! marker (a write invalidating the URL) makes every variant unreachable: the
+//! next store starts a new generation. `Vary: *`, more than
+//! [`MAX_VARY_NAMES`] names, or a key longer than [`MAX_VARIANT_KEY_LEN`] is
+//! not stored. Variant keys live under a `.invalid` host that no request may
+//! name ([`is_reserved_host`]).
 //!
 //! A cache lookup is not free (it is I/O on every request), and most API
 //! routes never produce a storable response. [`CacheRoutes`] learns which
@@ -24,6 +29,9 @@
 //! `probe_every`, which still finds entries other isolates stored.
 
 use std::collections::HashSet;
+
+use super::directives::{response_directives, Directives};
+use super::freshness::{FreshnessHeaders, StoredMeta};
 
 /// Most route keys remembered as cacheable per isolate.
 pub const MAX_CACHEABLE_ROUTES: usize = 1_024;
@@ -100,6 +108,32 @@ pub const MAX_VARIANT_KEY_LEN: usize = 4_096;
 /// comma-separated header names the URL's response varies on.
 pub const VARY_MARKER_HEADER: &str = "x-hedgehog-vary";
 
+/// Header on a marker entry: the generation its variants are stored under.
+pub const GENERATION_HEADER: &str = "x-hedgehog-generation";
+
+/// Every header the Worker itself puts on a stored entry starts with this;
+/// an origin's own headers of that name are never stored.
+pub const INTERNAL_HEADER_PREFIX: &str = "x-hedgehog-";
+
+/// Header on a stored entry: its [`StoredMeta`] as JSON.
+pub const META_HEADER: &str = "x-hedgehog-meta";
+
+/// The origin's headers that would let the runtime's own cache decide
+/// freshness (it reads them on `put`): kept on a stored entry under
+/// [`HIDDEN_HEADER_PREFIX`] and restored when it is served. `Age` is not
+/// kept: it is folded into the entry's initial age and sent afresh.
+pub const HIDDEN_FROM_RUNTIME: [&str; 6] = [
+    "cache-control",
+    "cdn-cache-control",
+    "cloudflare-cdn-cache-control",
+    "expires",
+    "date",
+    "pragma",
+];
+
+/// Prefix a header in [`HIDDEN_FROM_RUNTIME`] is stored under.
+pub const HIDDEN_HEADER_PREFIX: &str = "x-hedgehog-o-";
+
 /// What a response's `Vary` means for storing it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VaryRule {
@@ -135,20 +169,24 @@ pub fn vary_rule(vary: Option<&str>) -> VaryRule {
     }
 }
 
-/// The cache key of the variant of `url` selected by the request headers
-/// `names` (as [`vary_rule`] gives them), or `None` when it would be too long.
+/// The cache key of the variant of `url` in `generation` selected by the
+/// request headers `names` (as [`vary_rule`] gives them), or `None` when it
+/// would be too long.
 ///
-/// The key's host, `hedgehog-vary.invalid`, can never be a client's own URL
-/// (`.invalid` never resolves), so a client cannot fetch or store a variant
-/// entry directly. Values are spelled out exactly (percent-encoded, no hash),
+/// The key's host, `hedgehog-vary.invalid`, can never be a client's own URL:
+/// requests to `.invalid` hosts are refused ([`is_reserved_host`]), so a
+/// client cannot fetch or store a variant entry directly. Values are spelled out exactly (percent-encoded, no hash),
 /// so two different values can never share an entry; an absent header and
 /// an empty one differ too.
 pub fn variant_key(
     url: &str,
+    generation: &str,
     names: &[String],
     header: impl Fn(&str) -> Option<String>,
 ) -> Option<String> {
-    let mut key = String::from("https://hedgehog-vary.invalid/v1?url=");
+    let mut key = String::from("https://hedgehog-vary.invalid/v2?g=");
+    percent_encode_into(&mut key, generation);
+    key.push_str("&url=");
     percent_encode_into(&mut key, url);
     for name in names {
         key.push('&');
@@ -200,34 +238,61 @@ pub struct CacheRequestFacts<'a> {
     pub pragma: Option<&'a str>,
 }
 
-/// What the response says, for [`response_storable`].
+/// What the response says, for [`storable`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheResponseFacts<'a> {
     /// The status code.
     pub status: u16,
     /// The response's `Cache-Control`, if any.
     pub cache_control: Option<&'a str>,
+    /// Its `CDN-Cache-Control` (RFC 9213), if any.
+    pub cdn_cache_control: Option<&'a str>,
+    /// Its `Cloudflare-CDN-Cache-Control`, if any (takes precedence).
+    pub cloudflare_cdn_cache_control: Option<&'a str>,
     /// Whether it sets a cookie.
     pub sets_cookie: bool,
     /// The response's `Content-Encoding`, if any.
     pub content_encoding: Option<&'a str>,
     /// The response's `Vary`, if any.
     pub vary: Option<&'a str>,
+    /// The headers its freshness is computed from.
+    pub freshness: FreshnessHeaders<'a>,
 }
 
-/// Whether the request may be served from, and fill, the cache.
-pub fn request_cacheable(facts: &CacheRequestFacts<'_>) -> bool {
-    facts.method.eq_ignore_ascii_case("GET")
-        && !facts.has_credentials
-        && !has_directive(facts.cache_control, "no-cache")
-        && !has_directive(facts.cache_control, "no-store")
-        && !has_directive(facts.pragma, "no-cache")
+/// Statuses stored when the response says how long they stay fresh: the
+/// heuristically cacheable ones of RFC 9110 section 15.1 and the temporary
+/// redirects. Errors of the 5xx kind other than 501 are never stored: a
+/// hedging proxy must not pin an origin's passing failure.
+pub const STORED_STATUSES: [u16; 14] = [
+    200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501,
+];
+
+/// The request's cache directives when it may be served from, and fill,
+/// the cache; `None` when it bypasses the cache: not a `GET`, credentials
+/// (`Authorization`, `Cookie`), or a client `no-store` / `no-cache` /
+/// `Pragma: no-cache`, which must reach the origin.
+pub fn request_cacheable(facts: &CacheRequestFacts<'_>) -> Option<Directives> {
+    let d = Directives::from_cache_control(facts.cache_control);
+    let pragma_no_cache =
+        facts.cache_control.is_none() && Directives::from_cache_control(facts.pragma).no_cache;
+    let bypass = !facts.method.eq_ignore_ascii_case("GET")
+        || facts.has_credentials
+        || d.no_store
+        || d.no_cache
+        || pragma_no_cache;
+    (!bypass).then_some(d)
 }
 
-/// Whether the response may be stored for other clients.
-pub fn response_storable(facts: &CacheResponseFacts<'_>) -> bool {
-    if facts.status != 200 || facts.sets_cookie {
-        return false;
+/// The freshness of a response that may be stored for other clients, or
+/// `None`: it was asked for at `request_time_s` and arrived at
+/// `response_time_s` (Unix seconds).
+pub fn storable(
+    facts: &CacheResponseFacts<'_>,
+    request_time_s: f64,
+    response_time_s: f64,
+) -> Option<StoredMeta> {
+    if !STORED_STATUSES.contains(&facts.status) || facts.sets_cookie {
+        return None;
     }
     // An encoded body is not stored. The runtime negotiates encoding with the
     // client itself (a Worker sees every client's Accept-Encoding as
@@ -238,49 +303,37 @@ pub fn response_storable(facts: &CacheResponseFacts<'_>) -> bool {
         .content_encoding
         .map(str::trim)
         .is_some_and(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"));
-    if encoded {
-        return false;
+    if encoded || vary_rule(facts.vary) == VaryRule::Unstorable {
+        return None;
     }
-    if vary_rule(facts.vary) == VaryRule::Unstorable {
-        return false;
+    let (d, _) = response_directives(
+        facts.cache_control,
+        facts.cdn_cache_control,
+        facts.cloudflare_cdn_cache_control,
+    );
+    if d.no_store || d.private || d.no_cache {
+        return None;
     }
-    let cc = facts.cache_control;
-    if ["private", "no-store", "no-cache"]
-        .iter()
-        .any(|d| has_directive(cc, d))
-    {
-        return false;
-    }
-    let positive = |name| {
-        directive_value(cc, name)
-            .and_then(|v| v.parse::<u64>().ok())
-            .is_some_and(|s| s > 0)
+    let meta = StoredMeta::compute(&d, &facts.freshness, request_time_s, response_time_s)?;
+    (meta.keep_secs(response_time_s) > 0).then_some(meta)
+}
+
+/// Whether a request URL names a host in the Worker's own key namespace
+/// (`.invalid`, which never resolves: RFC 6761): such a request is refused
+/// before it reaches the cache or an origin.
+pub fn is_reserved_host(url: &str) -> bool {
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = after_scheme
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default();
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host.rsplit_once(':') {
+        Some((h, port)) if !h.ends_with(']') && port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host,
     };
-    has_directive(cc, "public") || positive("max-age") || positive("s-maxage")
-}
-
-fn directives(header: Option<&str>) -> impl Iterator<Item = (String, Option<String>)> + '_ {
-    header.unwrap_or_default().split(',').filter_map(|part| {
-        let part = part.trim();
-        if part.is_empty() {
-            return None;
-        }
-        let (name, value) = match part.split_once('=') {
-            Some((n, v)) => (n.trim(), Some(v.trim().trim_matches('"').to_string())),
-            None => (part, None),
-        };
-        Some((name.to_ascii_lowercase(), value))
-    })
-}
-
-fn has_directive(header: Option<&str>, name: &str) -> bool {
-    directives(header).any(|(n, _)| n == name)
-}
-
-fn directive_value(header: Option<&str>, name: &str) -> Option<String> {
-    directives(header)
-        .find(|(n, _)| n == name)
-        .and_then(|(_, v)| v)
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    host == "invalid" || host.ends_with(".invalid")
 }
 
 #[cfg(test)]
@@ -326,20 +379,29 @@ mod tests {
         CacheResponseFacts {
             status,
             cache_control,
+            cdn_cache_control: None,
+            cloudflare_cdn_cache_control: None,
             sets_cookie: false,
             content_encoding: None,
             vary: None,
+            freshness: FreshnessHeaders::default(),
         }
+    }
+
+    fn response_storable(facts: &CacheResponseFacts<'_>) -> bool {
+        storable(facts, 1e9, 1e9).is_some()
     }
 
     #[test]
     fn plain_gets_are_cacheable() {
-        assert!(request_cacheable(&req("GET", None)));
-        assert!(request_cacheable(&req("GET", Some("max-age=0"))));
+        assert!(request_cacheable(&req("GET", None)).is_some());
+        let max_age_0 = request_cacheable(&req("GET", Some("max-age=0")));
+        assert_eq!(max_age_0.and_then(|d| d.max_age), Some(0));
     }
 
     #[test]
     fn other_methods_credentials_and_no_cache_bypass_the_cache() {
+        let request_cacheable = |f: &CacheRequestFacts<'_>| request_cacheable(f).is_some();
         assert!(!request_cacheable(&req("HEAD", None)));
         assert!(!request_cacheable(&req("POST", None)));
         assert!(!request_cacheable(&req("GET", Some("No-Cache"))));
@@ -361,6 +423,60 @@ mod tests {
         assert!(response_storable(&resp(200, Some("public, max-age=60"))));
         assert!(response_storable(&resp(200, Some("s-maxage=30"))));
         assert!(response_storable(&resp(200, Some("max-age=\"10\""))));
+        for status in [204, 301, 404, 410] {
+            assert!(
+                response_storable(&resp(status, Some("max-age=10"))),
+                "{status}"
+            );
+        }
+        let expires = CacheResponseFacts {
+            freshness: FreshnessHeaders {
+                date: Some("Fri, 15 Jan 2027 08:00:00 GMT"),
+                expires: Some("Fri, 15 Jan 2027 09:00:00 GMT"),
+                ..FreshnessHeaders::default()
+            },
+            ..resp(200, None)
+        };
+        assert!(response_storable(&expires), "Expires without max-age");
+    }
+
+    #[test]
+    fn cdn_cache_control_decides_for_this_cache() {
+        let cdn = |cc, cdn| CacheResponseFacts {
+            cdn_cache_control: Some(cdn),
+            ..resp(200, Some(cc))
+        };
+        assert!(!response_storable(&cdn("max-age=60", "private")));
+        assert!(!response_storable(&cdn("max-age=60", "no-store")));
+        assert!(response_storable(&cdn("no-store", "max-age=60")));
+        assert!(
+            !response_storable(&cdn("no-store", "max-age=\"60\"")),
+            "invalid: ignored"
+        );
+        let cloudflare = CacheResponseFacts {
+            cloudflare_cdn_cache_control: Some("no-store"),
+            ..cdn("max-age=60", "max-age=60")
+        };
+        assert!(!response_storable(&cloudflare));
+    }
+
+    #[test]
+    fn reserved_hosts_are_recognised_however_spelled() {
+        for url in [
+            "https://hedgehog-vary.invalid/v2?g=1",
+            "http://HEDGEHOG-VARY.INVALID./x",
+            "https://a.invalid:8443/",
+            "https://user@x.invalid/",
+        ] {
+            assert!(is_reserved_host(url), "{url}");
+        }
+        for url in [
+            "https://example.com/x.invalid",
+            "http://invalid.example:80/",
+            "http://[::1]:80/",
+        ] {
+            assert!(!is_reserved_host(url), "{url}");
+        }
     }
 
     #[test]
@@ -374,7 +490,12 @@ mod tests {
         ] {
             assert!(!response_storable(&resp(200, cc)), "{cc:?}");
         }
-        assert!(!response_storable(&resp(404, Some("max-age=60"))));
+        assert!(!response_storable(&resp(503, Some("max-age=60"))));
+        assert!(!response_storable(&resp(206, Some("max-age=60"))));
+        assert!(
+            !response_storable(&resp(200, Some("public"))),
+            "no explicit freshness"
+        );
         let cookie = CacheResponseFacts {
             sets_cookie: true,
             ..resp(200, Some("max-age=60"))
@@ -418,7 +539,7 @@ mod tests {
 
     fn key_for(url: &str, names: &[&str], headers: &[(&str, &str)]) -> Option<String> {
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        variant_key(url, &names, |n| {
+        variant_key(url, "g1", &names, |n| {
             headers
                 .iter()
                 .find(|(k, _)| *k == n)

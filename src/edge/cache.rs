@@ -1,0 +1,449 @@
+//! The Workers Cache API (`caches.default`) as a shared cache whose rules
+//! are the core's ([`hedgehog_core::cache`]): this file only reads, writes and
+//! deletes entries and rebuilds responses from them.
+//!
+//! A stored entry is the origin's response less hop-by-hop headers (and
+//! those its `Connection` names), with its freshness ([`StoredMeta`]) in an
+//! internal header and the headers the runtime would read for freshness of
+//! its own (`Cache-Control`, `Expires`, ...) hidden under internal names; the
+//! runtime is told only how long to keep it. Serving an entry restores the
+//! origin's headers, drops every internal one and sends a fresh `Age`.
+//!
+//! `Vary` is honoured by keying (see [`hedgehog_core::cache::policy`]): a
+//! varying response goes under its variant key, with a marker under the
+//! plain URL naming the headers and the generation. A cache failure never
+//! fails the request: a lookup error is a miss, a store error is logged.
+
+use worker::js_sys::{self, Array, Reflect};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{console_warn, web_sys, Context};
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use futures::future::LocalBoxFuture;
+use futures::stream::{self, StreamExt};
+use worker::js_sys::Uint8Array;
+
+use hedgehog_core::cache::conditional::{updated_by_304, NOT_MODIFIED_OMITS};
+use hedgehog_core::cache::freshness::{FreshnessHeaders, StoredMeta};
+use hedgehog_core::cache::policy::{
+    storable, variant_key, vary_rule, CacheResponseFacts, VaryRule, GENERATION_HEADER,
+    HIDDEN_FROM_RUNTIME, HIDDEN_HEADER_PREFIX, INTERNAL_HEADER_PREFIX, META_HEADER,
+    VARY_MARKER_HEADER,
+};
+use hedgehog_core::request::body_watch::{body_whole, fixed_length};
+use hedgehog_core::request::outbound::{connection_tokens, HOP_BY_HOP};
+
+fn default_cache() -> Option<web_sys::Cache> {
+    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+    let storage = global.caches().ok()?;
+    Reflect::get(&storage, &JsValue::from_str("default"))
+        .ok()?
+        .dyn_into::<web_sys::Cache>()
+        .ok()
+}
+
+async fn match_key(cache: &web_sys::Cache, key: &str) -> Option<web_sys::Response> {
+    match JsFuture::from(cache.match_with_str(key)).await {
+        Ok(value) => value.dyn_into::<web_sys::Response>().ok(),
+        Err(e) => {
+            console_warn!("hedgehog-edge: cache lookup failed: {e:?}");
+            None
+        }
+    }
+}
+
+fn header_of(headers: &web_sys::Headers) -> impl Fn(&str) -> Option<String> + '_ {
+    |name| headers.get(name).ok().flatten()
+}
+
+/// A stored entry found for a request.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    /// The entry as stored (internal headers and all).
+    pub(crate) stored: web_sys::Response,
+    /// Its freshness.
+    pub(crate) meta: StoredMeta,
+}
+
+impl Entry {
+    /// A stored header as the origin sent it.
+    pub(crate) fn header(&self, name: &str) -> Option<String> {
+        let h = self.stored.headers();
+        if HIDDEN_FROM_RUNTIME.contains(&name) {
+            return h
+                .get(&format!("{HIDDEN_HEADER_PREFIX}{name}"))
+                .ok()
+                .flatten();
+        }
+        h.get(name).ok().flatten()
+    }
+}
+
+/// What a lookup found.
+#[derive(Debug, Default)]
+pub(crate) struct Lookup {
+    /// The entry this request's headers select, if any.
+    pub(crate) entry: Option<Entry>,
+    /// The generation of the URL's variants, when a marker names one: a
+    /// store for this request reuses it.
+    pub(crate) generation: Option<String>,
+}
+
+/// The stored entry for `url` that may answer a request with these headers,
+/// if there is one (fresh or not: the caller asks the core what it may do).
+pub(crate) async fn lookup(url: &str, request_headers: &web_sys::Headers) -> Lookup {
+    let Some(cache) = default_cache() else {
+        return Lookup::default();
+    };
+    let Some(plain) = match_key(&cache, url).await else {
+        return Lookup::default();
+    };
+    let marker = plain.headers().get(VARY_MARKER_HEADER).ok().flatten();
+    let generation = plain.headers().get(GENERATION_HEADER).ok().flatten();
+    let found = match (marker, &generation) {
+        (Some(names), Some(generation)) => {
+            let VaryRule::Headers(names) = vary_rule(Some(&names)) else {
+                return Lookup::default();
+            };
+            match variant_key(url, generation, &names, header_of(request_headers)) {
+                Some(key) => match_key(&cache, &key).await,
+                None => None,
+            }
+        }
+        // A marker of an older format: its variants cannot be told apart.
+        (Some(_), None) => None,
+        // Never serve a varying response from the plain key (an entry
+        // stored some other way): its variant is unknown.
+        (None, _) => {
+            let vary = plain.headers().get("vary").ok().flatten();
+            (vary_rule(vary.as_deref()) == VaryRule::None).then_some(plain)
+        }
+    };
+    let entry = found.and_then(|stored| {
+        let meta = stored.headers().get(META_HEADER).ok().flatten()?;
+        let meta = serde_json::from_str(&meta).ok()?;
+        Some(Entry { stored, meta })
+    });
+    Lookup { entry, generation }
+}
+
+/// Deletes the entry under `url` (the response itself, or the marker of its
+/// variants, which leaves every variant unreachable).
+pub(crate) async fn delete(url: &str) {
+    if let Some(cache) = default_cache() {
+        if let Err(e) = JsFuture::from(cache.delete_with_str(url)).await {
+            console_warn!("hedgehog-edge: cache delete failed: {e:?}");
+        }
+    }
+}
+
+/// The origin's headers of `response` as the client sees them: hop-by-hop
+/// headers and those its `Connection` names are dropped (RFC 9110 section
+/// 7.6.1), and so is anything in the Worker's own namespace.
+fn end_to_end_headers(response: &web_sys::Response) -> worker::Result<web_sys::Headers> {
+    let source = response.headers();
+    let headers = web_sys::Headers::new_with_headers(&source)?;
+    let mut dropped: Vec<String> = HOP_BY_HOP.iter().map(|s| s.to_string()).collect();
+    dropped.extend(connection_tokens(source.get("connection")?.as_deref()));
+    for name in headers.keys() {
+        if let Some(name) = name?.as_string() {
+            if name.starts_with(INTERNAL_HEADER_PREFIX) {
+                dropped.push(name);
+            }
+        }
+    }
+    for name in dropped {
+        headers.delete(&name)?;
+    }
+    Ok(headers)
+}
+
+/// The client's view of a stored entry: the origin's headers restored, every
+/// internal one dropped, `Age` set; `not_modified` gives a bodiless `304`.
+pub(crate) fn served(
+    entry: &Entry,
+    age_s: u64,
+    not_modified: bool,
+) -> worker::Result<web_sys::Response> {
+    let stored = &entry.stored;
+    let headers = web_sys::Headers::new_with_headers(&stored.headers())?;
+    let mut internal = Vec::new();
+    for name in headers.keys() {
+        if let Some(name) = name?.as_string() {
+            if name.starts_with(INTERNAL_HEADER_PREFIX) || name == "cache-control" {
+                internal.push(name);
+            }
+        }
+    }
+    for name in internal {
+        headers.delete(&name)?;
+    }
+    for name in HIDDEN_FROM_RUNTIME {
+        if let Some(value) = entry.header(name) {
+            headers.set(name, &value)?;
+        }
+    }
+    headers.set("age", &age_s.to_string())?;
+    let init = web_sys::ResponseInit::new();
+    init.set_headers_headers(&headers);
+    if not_modified {
+        for name in NOT_MODIFIED_OMITS {
+            headers.delete(name)?;
+        }
+        init.set_status(304);
+        return Ok(web_sys::Response::new_with_opt_str_and_init(None, &init)?);
+    }
+    init.set_status(stored.status());
+    init.set_status_text(&stored.status_text());
+    Ok(web_sys::Response::new_with_opt_readable_stream_and_init(
+        stored.body().as_ref(),
+        &init,
+    )?)
+}
+
+/// The response a `304` revalidation gives the client: the stored body with
+/// the stored headers updated by the `304`'s (RFC 9111 section 4.3.4).
+pub(crate) fn updated_by(
+    entry: &Entry,
+    not_modified: &web_sys::Response,
+) -> worker::Result<web_sys::Response> {
+    let current = served(entry, 0, false)?;
+    let headers = current.headers();
+    headers.delete("age")?;
+    let fresh = end_to_end_headers(not_modified)?;
+    for pair in fresh.entries() {
+        let pair: Array = pair?.unchecked_into();
+        let (Some(name), Some(value)) = (pair.get(0).as_string(), pair.get(1).as_string()) else {
+            continue;
+        };
+        if updated_by_304(&name) {
+            headers.set(&name, &value)?;
+        }
+    }
+    Ok(current)
+}
+
+/// Where a store goes and what it carries besides the response.
+#[derive(Debug)]
+pub(crate) struct StoreTarget<'a> {
+    /// The request URL (the plain key).
+    pub(crate) url: &'a str,
+    /// The storing request's headers (they pick the variant).
+    pub(crate) request_headers: &'a web_sys::Headers,
+    /// The variants' generation found at lookup, if any.
+    pub(crate) generation: Option<String>,
+    /// The response's freshness, as the core computed it.
+    pub(crate) meta: StoredMeta,
+    /// How long the runtime keeps it, seconds.
+    pub(crate) keep_secs: u64,
+}
+
+/// Stores a copy of `response` (the origin's, or one rebuilt from a `304`)
+/// once the request is done, then calls `on_stored` if the store succeeded.
+/// The copy tees the body: the client's stream is not held back by the
+/// cache. Call it before the response's body is handed on. Returns false
+/// when the response cannot be stored (its `Vary` makes no usable key),
+/// without touching it.
+pub(crate) fn store(
+    ctx: &Context,
+    target: StoreTarget<'_>,
+    response: &web_sys::Response,
+    on_stored: impl FnOnce() + 'static,
+) -> bool {
+    match store_task(target, response, on_stored) {
+        Some(task) => {
+            ctx.wait_until(task);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The work of [`store`] as a future, for a caller already in the
+/// background; `None` when the response cannot be stored.
+pub(crate) fn store_task(
+    target: StoreTarget<'_>,
+    response: &web_sys::Response,
+    on_stored: impl FnOnce() + 'static,
+) -> Option<LocalBoxFuture<'static, ()>> {
+    let cache = default_cache()?;
+    let url = target.url;
+    let vary = response.headers().get("vary").ok().flatten();
+    let (key, marker) = match vary_rule(vary.as_deref()) {
+        VaryRule::Unstorable => return None,
+        VaryRule::None => (url.to_string(), None),
+        VaryRule::Headers(names) => {
+            let generation = target.generation.unwrap_or_else(|| super::random_hex(2));
+            let key = variant_key(url, &generation, &names, header_of(target.request_headers))?;
+            let marker = marker_response(&names.join(","), &generation, target.keep_secs).ok()?;
+            (key, Some(marker))
+        }
+    };
+    let headers = response.headers();
+    let expected_len = fixed_length(
+        headers.get("content-length").ok().flatten().as_deref(),
+        headers.get("content-encoding").ok().flatten().as_deref(),
+    );
+    let (copy, progress) = tracked_copy(response, &target.meta, target.keep_secs).ok()?;
+    let put = cache.put_with_str(&key, &copy);
+    let url = url.to_string();
+    Some(Box::pin(async move {
+        let stored = JsFuture::from(put).await;
+        let whole = {
+            let p = progress.borrow();
+            body_whole(expected_len, p.bytes, p.errored, p.ended)
+        };
+        if stored.is_ok() && !whole {
+            // Stored, but short: take it out again before anyone is served it.
+            let _ = JsFuture::from(cache.delete_with_str(&key)).await;
+            console_warn!("hedgehog-edge: the origin's body ended early; not cached");
+            return;
+        }
+        // The variant first, the marker after it: a marker always points at
+        // a variant that was stored (or is being replaced).
+        let mut stored = stored;
+        if let (Ok(_), Some(marker)) = (&stored, marker) {
+            stored = JsFuture::from(cache.put_with_str(&url, &marker)).await;
+        }
+        match stored {
+            Ok(_) => on_stored(),
+            Err(e) => console_warn!("hedgehog-edge: cache store failed: {e:?}"),
+        }
+    }))
+}
+
+/// The freshness of `response` if it may be stored: requested at
+/// `requested_ms`, answered at `answered_ms` (the core decides).
+pub(crate) fn freshness_of(
+    response: &web_sys::Response,
+    requested_ms: f64,
+    answered_ms: f64,
+) -> Option<(StoredMeta, u64)> {
+    let h = response.headers();
+    let get = |name: &str| h.get(name).ok().flatten();
+    let (cc, cdn, cf) = (
+        get("cache-control"),
+        get("cdn-cache-control"),
+        get("cloudflare-cdn-cache-control"),
+    );
+    let (encoding, vary) = (get("content-encoding"), get("vary"));
+    let (date, age, expires, etag, last_modified) = (
+        get("date"),
+        get("age"),
+        get("expires"),
+        get("etag"),
+        get("last-modified"),
+    );
+    let facts = CacheResponseFacts {
+        status: response.status(),
+        cache_control: cc.as_deref(),
+        cdn_cache_control: cdn.as_deref(),
+        cloudflare_cdn_cache_control: cf.as_deref(),
+        sets_cookie: h.has("set-cookie").unwrap_or(true),
+        content_encoding: encoding.as_deref(),
+        vary: vary.as_deref(),
+        freshness: FreshnessHeaders {
+            date: date.as_deref(),
+            age: age.as_deref(),
+            expires: expires.as_deref(),
+            etag: etag.as_deref(),
+            last_modified: last_modified.as_deref(),
+        },
+    };
+    let answered_s = answered_ms / 1000.0;
+    let meta = storable(&facts, requested_ms / 1000.0, answered_s)?;
+    Some((meta, meta.keep_secs(answered_s)))
+}
+
+/// How the cache's copy of a body went, as far as the copy has been read.
+#[derive(Debug, Default)]
+struct CopyProgress {
+    bytes: u64,
+    errored: bool,
+    ended: bool,
+}
+
+/// The stored form of `response`'s headers: end-to-end only, the headers the
+/// runtime would judge freshness by hidden under internal names, the
+/// freshness as the core computed it, and a keep time for the runtime.
+fn stored_headers(
+    response: &web_sys::Response,
+    meta: &StoredMeta,
+    keep_secs: u64,
+) -> worker::Result<web_sys::Headers> {
+    let headers = end_to_end_headers(response)?;
+    for name in HIDDEN_FROM_RUNTIME {
+        if let Some(value) = headers.get(name)? {
+            headers.delete(name)?;
+            headers.set(&format!("{HIDDEN_HEADER_PREFIX}{name}"), &value)?;
+        }
+    }
+    headers.delete("age")?;
+    let meta = serde_json::to_string(meta).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    headers.set(META_HEADER, &meta)?;
+    headers.set("cache-control", &format!("public, max-age={keep_secs}"))?;
+    Ok(headers)
+}
+
+/// A copy of `response` (a tee of its body) for the cache, and its progress.
+/// The copy passes through the Worker chunk by chunk so the store can tell a
+/// whole body from one that ended early: an origin that resets mid-body is
+/// relayed by the runtime as an ordinary end, and the cache would keep the
+/// short body as if it were the response.
+fn tracked_copy(
+    response: &web_sys::Response,
+    meta: &StoredMeta,
+    keep_secs: u64,
+) -> worker::Result<(web_sys::Response, Rc<RefCell<CopyProgress>>)> {
+    let copy = response.clone()?;
+    let progress = Rc::new(RefCell::new(CopyProgress::default()));
+    let init = web_sys::ResponseInit::new();
+    init.set_status(copy.status());
+    init.set_headers_headers(&stored_headers(response, meta, keep_secs)?);
+    let Some(body) = copy.body() else {
+        progress.borrow_mut().ended = true;
+        let copy = web_sys::Response::new_with_opt_str_and_init(None, &init)?;
+        return Ok((copy, progress));
+    };
+    let source = wasm_streams::ReadableStream::from_raw(body)
+        .try_into_stream()
+        .map_err(|(e, _)| worker::Error::JsError(format!("origin body is locked: {e:?}")))?;
+    let (counting, ending) = (Rc::clone(&progress), Rc::clone(&progress));
+    let tracked = source
+        .map(move |item| {
+            let mut p = counting.borrow_mut();
+            match &item {
+                Ok(chunk) => p.bytes += u64::from(Uint8Array::new(chunk).length()),
+                Err(_) => p.errored = true,
+            }
+            Some(item)
+        })
+        .chain(stream::once(async move {
+            ending.borrow_mut().ended = true;
+            None
+        }))
+        .filter_map(|item| async move { item });
+    let body = wasm_streams::ReadableStream::from_stream(tracked).into_raw();
+    let copy = web_sys::Response::new_with_opt_readable_stream_and_init(Some(&body), &init)?;
+    Ok((copy, progress))
+}
+
+/// The entry under the plain URL of a varying response: no body, the names
+/// it varies on, its generation, and as long a keep time as its variant.
+fn marker_response(
+    names: &str,
+    generation: &str,
+    keep_secs: u64,
+) -> worker::Result<web_sys::Response> {
+    let headers = web_sys::Headers::new()?;
+    headers.set(VARY_MARKER_HEADER, names)?;
+    headers.set(GENERATION_HEADER, generation)?;
+    headers.set("cache-control", &format!("public, max-age={keep_secs}"))?;
+    let init = web_sys::ResponseInit::new();
+    init.set_status(200);
+    init.set_headers_headers(&headers);
+    Ok(web_sys::Response::new_with_opt_str_and_init(None, &init)?)
+}
