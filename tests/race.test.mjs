@@ -5,6 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { performance } from "node:perf_hooks";
 import { closedPort } from "./support/origin.mjs";
+import { rawRequest } from "./support/raw.mjs";
 import { origins, serverTiming } from "./support/worker.mjs";
 import { origin, worker } from "./support/harness.mjs";
 
@@ -229,4 +230,27 @@ test("retry mode: the primary is abandoned at the timeout, then retried once", a
   const aborted = await a.waitFor("abort", () => true, 2_000);
   // Unlike a hedge, the primary is gone before the retry has answered.
   assert.ok(aborted.abortedAt < b.requests[0].answeredAt, "primary abandoned before the retry answered");
+});
+
+test("an origin's 304 to the client's own conditional request goes through, bodiless", async () => {
+  const a = await origin("a", (req) =>
+    req.headers["if-none-match"] === '"x"' ? { status: 304, headers: { etag: '"x"' }, body: "" } : { body: "full" },
+  );
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const res = await rawRequest(w.url, { path: "/c", headers: { "if-none-match": '"x"' } });
+  assert.equal(res.status, 304);
+  assert.equal(res.headers.etag, '"x"');
+  assert.equal(res.body.length, 0);
+});
+
+test("an origin status no response may carry (999) is a 502 saying so, not the Worker's own 500", async () => {
+  const a = await origin("a", () => ({ status: 999, body: "?" }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+  const res = await w.fetch("/odd");
+  assert.equal(res.status, 502);
+  const body = await res.json();
+  assert.deepEqual(
+    body.legs.map((l) => l.failure),
+    body.legs.map(() => "invalid_status"),
+  );
 });

@@ -26,6 +26,7 @@ use futures::future::LocalBoxFuture;
 use futures::stream::{self, StreamExt};
 use worker::js_sys::Uint8Array;
 
+use super::reply::null_body_status;
 use hedgehog_core::cache::conditional::{updated_by_304, NOT_MODIFIED_OMITS};
 use hedgehog_core::cache::freshness::{FreshnessHeaders, StoredMeta};
 use hedgehog_core::cache::policy::{
@@ -198,8 +199,9 @@ pub(crate) fn served(
     }
     init.set_status(stored.status());
     init.set_status_text(&stored.status_text());
+    let body = stored.body().filter(|_| !null_body_status(stored.status()));
     Ok(web_sys::Response::new_with_opt_readable_stream_and_init(
-        stored.body().as_ref(),
+        body.as_ref(),
         &init,
     )?)
 }
@@ -403,7 +405,7 @@ fn tracked_copy(
     let init = web_sys::ResponseInit::new();
     init.set_status(copy.status());
     init.set_headers_headers(&stored_headers(response, meta, keep_secs)?);
-    let Some(body) = copy.body() else {
+    let Some(body) = copy.body().filter(|_| !null_body_status(copy.status())) else {
         progress.borrow_mut().ended = true;
         let copy = web_sys::Response::new_with_opt_str_and_init(None, &init)?;
         return Ok((copy, progress));

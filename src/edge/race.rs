@@ -19,6 +19,10 @@ use hedgehog_core::hedger::{Hedger, RaceEnd, RaceIo, RacePlan, RaceState};
 use hedgehog_core::race::Leg;
 use hedgehog_core::request::outbound::upstream_url;
 
+/// How a leg's error starts when the origin answered with a status outside
+/// 200-599, which no response may carry.
+pub(crate) const INVALID_STATUS: &str = "invalid status from the origin";
+
 /// Where a race's legs go: the client's path and query on each origin.
 #[derive(Debug)]
 pub(crate) struct Target<'a> {
@@ -166,12 +170,21 @@ pub(crate) async fn run(
             let mut h = hedger.borrow_mut();
             match event {
                 Event::Finished(leg, result) => {
-                    let answer = result.map(|response| {
-                        let status = response.status();
-                        legs[leg.index()].response = Some(response);
-                        status
-                    });
-                    h.leg_finished(&mut state, leg, answer.map_err(|e| e.to_string()), now)
+                    let answer = match result {
+                        // No response can be built with it (workerd hands on
+                        // an origin's `999` or a lone `103` as final): the
+                        // origin gave no usable answer.
+                        Ok(response) if !(200..=599).contains(&response.status()) => {
+                            Err(format!("{INVALID_STATUS}: {}", response.status()))
+                        }
+                        Ok(response) => {
+                            let status = response.status();
+                            legs[leg.index()].response = Some(response);
+                            Ok(status)
+                        }
+                        Err(e) => Err(e.to_string()),
+                    };
+                    h.leg_finished(&mut state, leg, answer, now)
                 }
                 Event::HedgeTimer => {
                     client_gone = abort_signal::aborted(client).fuse();

@@ -5,7 +5,7 @@ use serde::Serialize;
 use worker::{web_sys, Response};
 
 use super::body_watch;
-use super::race::{Outcome, RaceReport};
+use super::race::{Outcome, RaceReport, INVALID_STATUS};
 use hedgehog_core::config::{ConfigError, Params};
 use hedgehog_core::hedger::LegRecord;
 use hedgehog_core::race::Leg;
@@ -370,6 +370,8 @@ fn decorate(
     init.set_status(response.status());
     init.set_status_text(&response.status_text());
     init.set_headers_headers(&response.headers());
+    // A 204, 205 or 304 may not be built with a body, even an empty one.
+    let body = body.filter(|_| !null_body_status(response.status()));
     let out = web_sys::Response::new_with_opt_readable_stream_and_init(body.as_ref(), &init)?;
     let headers = out.headers();
     for name in HOP_BY_HOP {
@@ -384,12 +386,23 @@ fn decorate(
     Ok(out)
 }
 
+/// Statuses whose responses carry no body (Fetch standard "null body status").
+pub(crate) fn null_body_status(status: u16) -> bool {
+    matches!(status, 101 | 103 | 204 | 205 | 304)
+}
+
 fn leg_json<'a>(params: &'a Params, leg: Leg, report: &'a LegRecord, now_ms: f64) -> LegJson<'a> {
     LegJson {
         leg: leg.as_str(),
         origin: &params.origins[report.origin].name,
         status: report.status,
-        failure: report.error.as_ref().map(|_| "unreachable"),
+        failure: report.error.as_ref().map(|e| {
+            if e.starts_with(INVALID_STATUS) {
+                "invalid_status"
+            } else {
+                "unreachable"
+            }
+        }),
         elapsed_ms: report.elapsed_ms(now_ms),
         aborted: report.aborted,
     }
