@@ -129,8 +129,11 @@ function httpSend(base, timeoutMs) {
     });
 }
 
-/** Closed loop (for maximum throughput only): `concurrency` clients, each sending back to back. */
-export async function runClosedLoop({ url, concurrency, seconds, timeoutMs = 5_000 }) {
+/**
+ * Closed loop (for maximum throughput only): `concurrency` clients, each
+ * sending back to back; to `path` only, when given (say, one cached URL).
+ */
+export async function runClosedLoop({ url, concurrency, seconds, timeoutMs = 5_000, path = null }) {
   const send = httpSend(url, timeoutMs);
   const histogram = new Histogram();
   const result = { sent: 0, ok: 0, errors: 0, timeouts: 0, statuses: {}, xHedge: {}, maxLagMs: 0 };
@@ -141,7 +144,8 @@ export async function runClosedLoop({ url, concurrency, seconds, timeoutMs = 5_0
       const t0 = performance.now();
       result.sent += 1;
       try {
-        const r = await send(pathFor(i++));
+        const r = await send(path ?? pathFor(i++));
+        if (r.xHedge) result.xHedge[r.xHedge] = (result.xHedge[r.xHedge] ?? 0) + 1;
         if (r.status >= 500) result.errors += 1;
         else result.ok += 1;
       } catch {
@@ -163,10 +167,16 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       seconds: { type: "string", default: "10" },
       closed: { type: "boolean", default: false },
       concurrency: { type: "string", default: "32" },
+      path: { type: "string" },
     },
   });
   const result = values.closed
-    ? await runClosedLoop({ url: values.url, concurrency: Number(values.concurrency), seconds: Number(values.seconds) })
+    ? await runClosedLoop({
+        url: values.url,
+        concurrency: Number(values.concurrency),
+        seconds: Number(values.seconds),
+        path: values.path ?? null,
+      })
     : await runOpenLoop({ url: values.url, rate: Number(values.rate), seconds: Number(values.seconds) });
   process.stdout.write(JSON.stringify(result) + "\n");
   process.exit(0);

@@ -30,7 +30,11 @@ function freshCounters() {
   };
 }
 
-export async function startOriginSim(name, seed) {
+/**
+ * Starts the scenario's origins on loopback; `cacheControl` is what every
+ * answer says (`no-store` unless a cache benchmark asks for more).
+ */
+export async function startOriginSim(name, seed, { cacheControl = "no-store" } = {}) {
   const spec = scenario(name);
   const servers = [];
   const origins = [];
@@ -67,7 +71,7 @@ export async function startOriginSim(name, seed) {
         c.completed += 1;
         c.workMs += performance.now() - arrived;
         c.statuses[status] = (c.statuses[status] ?? 0) + 1;
-        res.writeHead(status, { "content-type": "text/plain", "cache-control": "no-store" });
+        res.writeHead(status, { "content-type": "text/plain", "cache-control": cacheControl });
         res.end(status === 200 ? body : "shed");
       }, delayMs);
       res.on("close", () => {
@@ -92,8 +96,14 @@ export async function startOriginSim(name, seed) {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { values } = parseArgs({ options: { scenario: { type: "string", default: "heavy-tail" }, seed: { type: "string", default: "1" } } });
-  const sim = await startOriginSim(values.scenario, values.seed);
+  const { values } = parseArgs({
+    options: {
+      scenario: { type: "string", default: "heavy-tail" },
+      seed: { type: "string", default: "1" },
+      "cache-control": { type: "string", default: "no-store" },
+    },
+  });
+  const sim = await startOriginSim(values.scenario, values.seed, { cacheControl: values["cache-control"] });
   process.stdout.write(JSON.stringify({ origins: sim.origins }) + "\n");
   process.stdin.resume();
   process.stdin.on("end", () => sim.close().then(() => process.exit(0)));

@@ -58,7 +58,7 @@ const whyText = (tally) =>
 
 const log = (msg) => process.stderr.write(`[lab ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
-function spawnJson(args, { keepAlive = false } = {}) {
+export function spawnJson(args, { keepAlive = false } = {}) {
   const child = spawn(process.execPath, args, { cwd: root, stdio: ["pipe", "pipe", "inherit"] });
   const firstLine = new Promise((resolve, reject) => {
     let buf = "";
@@ -232,7 +232,7 @@ export async function runOverhead({ seconds, rounds = 3, concurrency = 32, warmu
 }
 
 /** PIDs of running workerd processes (Linux). */
-function workerdPids() {
+export function workerdPids() {
   try {
     return execFileSync("pgrep", ["-x", "workerd"]).toString().trim().split("\n").filter(Boolean).map(Number);
   } catch {
@@ -241,7 +241,7 @@ function workerdPids() {
 }
 
 /** User + system CPU time of these processes, in milliseconds (Linux /proc). */
-function cpuMs(pids) {
+export function cpuMs(pids) {
   let ticks = 0;
   for (const pid of pids) {
     try {

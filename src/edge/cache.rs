@@ -28,11 +28,11 @@ use worker::js_sys::Uint8Array;
 
 use super::reply::null_body_status;
 use hedgehog_core::cache::conditional::{updated_by_304, NOT_MODIFIED_OMITS};
+use hedgehog_core::cache::directives::response_directives;
 use hedgehog_core::cache::freshness::{FreshnessHeaders, StoredMeta};
 use hedgehog_core::cache::policy::{
-    storable, variant_key, vary_rule, CacheResponseFacts, VaryRule, GENERATION_HEADER,
-    HIDDEN_FROM_RUNTIME, HIDDEN_HEADER_PREFIX, INTERNAL_HEADER_PREFIX, META_HEADER,
-    VARY_MARKER_HEADER,
+    storable, variant_key, vary_rule, CacheResponseFacts, EntryMeta, VaryRule, GENERATION_HEADER,
+    HIDDEN_FROM_RUNTIME, INTERNAL_HEADER_PREFIX, META_HEADER, STORED_STATUSES, VARY_MARKER_HEADER,
 };
 use hedgehog_core::request::body_watch::{body_whole, fixed_length};
 use hedgehog_core::request::outbound::{connection_tokens, HOP_BY_HOP};
@@ -65,21 +65,17 @@ fn header_of(headers: &web_sys::Headers) -> impl Fn(&str) -> Option<String> + '_
 pub(crate) struct Entry {
     /// The entry as stored (internal headers and all).
     pub(crate) stored: web_sys::Response,
-    /// Its freshness.
-    pub(crate) meta: StoredMeta,
+    /// Its freshness and the origin headers it keeps aside.
+    pub(crate) meta: EntryMeta,
 }
 
 impl Entry {
     /// A stored header as the origin sent it.
     pub(crate) fn header(&self, name: &str) -> Option<String> {
-        let h = self.stored.headers();
         if HIDDEN_FROM_RUNTIME.contains(&name) {
-            return h
-                .get(&format!("{HIDDEN_HEADER_PREFIX}{name}"))
-                .ok()
-                .flatten();
+            return self.meta.hidden(name).map(str::to_string);
         }
-        h.get(name).ok().flatten()
+        self.stored.headers().get(name).ok().flatten()
     }
 }
 
@@ -103,7 +99,9 @@ pub(crate) async fn lookup(url: &str, request_headers: &web_sys::Headers) -> Loo
         return Lookup::default();
     };
     let marker = plain.headers().get(VARY_MARKER_HEADER).ok().flatten();
-    let generation = plain.headers().get(GENERATION_HEADER).ok().flatten();
+    let generation = marker
+        .as_ref()
+        .and_then(|_| plain.headers().get(GENERATION_HEADER).ok().flatten());
     let found = match (marker, &generation) {
         (Some(names), Some(generation)) => {
             let VaryRule::Headers(names) = vary_rule(Some(&names)) else {
@@ -125,7 +123,7 @@ pub(crate) async fn lookup(url: &str, request_headers: &web_sys::Headers) -> Loo
     };
     let entry = found.and_then(|stored| {
         let meta = stored.headers().get(META_HEADER).ok().flatten()?;
-        let meta = serde_json::from_str(&meta).ok()?;
+        let meta = EntryMeta::from_header(&meta)?;
         Some(Entry { stored, meta })
     });
     Lookup { entry, generation }
@@ -164,46 +162,40 @@ fn end_to_end_headers(response: &web_sys::Response) -> worker::Result<web_sys::H
 
 /// The client's view of a stored entry: the origin's headers restored, every
 /// internal one dropped, `Age` set; `not_modified` gives a bodiless `304`.
+/// Touches only the headers the entry's meta says it hides: each header
+/// operation crosses into JavaScript, and this is the hit path.
 pub(crate) fn served(
     entry: &Entry,
     age_s: u64,
     not_modified: bool,
 ) -> worker::Result<web_sys::Response> {
     let stored = &entry.stored;
-    let headers = web_sys::Headers::new_with_headers(&stored.headers())?;
-    let mut internal = Vec::new();
-    for name in headers.keys() {
-        if let Some(name) = name?.as_string() {
-            if name.starts_with(INTERNAL_HEADER_PREFIX) || name == "cache-control" {
-                internal.push(name);
-            }
-        }
-    }
-    for name in internal {
-        headers.delete(&name)?;
-    }
-    for name in HIDDEN_FROM_RUNTIME {
-        if let Some(value) = entry.header(name) {
-            headers.set(name, &value)?;
-        }
+    let init = web_sys::ResponseInit::new();
+    // Copied natively into the new response, whose headers are then ours.
+    init.set_headers_headers(&stored.headers());
+    let out = if not_modified {
+        init.set_status(304);
+        web_sys::Response::new_with_opt_str_and_init(None, &init)?
+    } else {
+        init.set_status(stored.status());
+        init.set_status_text(&stored.status_text());
+        let body = stored.body().filter(|_| !null_body_status(stored.status()));
+        web_sys::Response::new_with_opt_readable_stream_and_init(body.as_ref(), &init)?
+    };
+    let headers = out.headers();
+    headers.delete(META_HEADER)?;
+    // The keep time the runtime was given.
+    headers.delete("cache-control")?;
+    for (name, value) in &entry.meta.hidden {
+        headers.set(name, value)?;
     }
     headers.set("age", &age_s.to_string())?;
-    let init = web_sys::ResponseInit::new();
-    init.set_headers_headers(&headers);
     if not_modified {
         for name in NOT_MODIFIED_OMITS {
             headers.delete(name)?;
         }
-        init.set_status(304);
-        return Ok(web_sys::Response::new_with_opt_str_and_init(None, &init)?);
     }
-    init.set_status(stored.status());
-    init.set_status_text(&stored.status_text());
-    let body = stored.body().filter(|_| !null_body_status(stored.status()));
-    Ok(web_sys::Response::new_with_opt_readable_stream_and_init(
-        body.as_ref(),
-        &init,
-    )?)
+    Ok(out)
 }
 
 /// The response a `304` revalidation gives the client: the stored body with
@@ -324,6 +316,12 @@ pub(crate) fn freshness_of(
     requested_ms: f64,
     answered_ms: f64,
 ) -> Option<(StoredMeta, u64)> {
+    // Each header read crosses into JavaScript, and most answers are not
+    // storable: the cheap refusals come first.
+    let status = response.status();
+    if !STORED_STATUSES.contains(&status) {
+        return None;
+    }
     let h = response.headers();
     let get = |name: &str| h.get(name).ok().flatten();
     let (cc, cdn, cf) = (
@@ -331,16 +329,19 @@ pub(crate) fn freshness_of(
         get("cdn-cache-control"),
         get("cloudflare-cdn-cache-control"),
     );
+    let (directives, _) = response_directives(cc.as_deref(), cdn.as_deref(), cf.as_deref());
+    if directives.no_store || directives.private || directives.no_cache {
+        return None;
+    }
+    let expires = get("expires");
+    if directives.max_age.is_none() && directives.s_maxage.is_none() && expires.is_none() {
+        return None;
+    }
     let (encoding, vary) = (get("content-encoding"), get("vary"));
-    let (date, age, expires, etag, last_modified) = (
-        get("date"),
-        get("age"),
-        get("expires"),
-        get("etag"),
-        get("last-modified"),
-    );
+    let (date, age, etag, last_modified) =
+        (get("date"), get("age"), get("etag"), get("last-modified"));
     let facts = CacheResponseFacts {
-        status: response.status(),
+        status,
         cache_control: cc.as_deref(),
         cdn_cache_control: cdn.as_deref(),
         cloudflare_cdn_cache_control: cf.as_deref(),
@@ -377,15 +378,18 @@ fn stored_headers(
     keep_secs: u64,
 ) -> worker::Result<web_sys::Headers> {
     let headers = end_to_end_headers(response)?;
+    let mut meta = EntryMeta {
+        freshness: *meta,
+        hidden: Vec::new(),
+    };
     for name in HIDDEN_FROM_RUNTIME {
         if let Some(value) = headers.get(name)? {
             headers.delete(name)?;
-            headers.set(&format!("{HIDDEN_HEADER_PREFIX}{name}"), &value)?;
+            meta.hidden.push((name.to_string(), value));
         }
     }
     headers.delete("age")?;
-    let meta = serde_json::to_string(meta).map_err(|e| worker::Error::RustError(e.to_string()))?;
-    headers.set(META_HEADER, &meta)?;
+    headers.set(META_HEADER, &meta.to_header())?;
     headers.set("cache-control", &format!("public, max-age={keep_secs}"))?;
     Ok(headers)
 }

@@ -181,7 +181,8 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     // What the core says this request may do with the entry found.
     let mut stale = None;
     if let (Some(entry), Some(directives)) = (found.entry.take(), &cache_request) {
-        let verdict = entry.meta.verdict(directives, now_ms() / 1000.0);
+        // The request's arrival time: one clock read less on the hit path.
+        let verdict = entry.meta.freshness.verdict(directives, start_ms / 1000.0);
         let fresh_or_swr = match verdict {
             Verdict::Fresh { age_s } => Some((age_s, serve_as)),
             Verdict::StaleWhileRevalidate { age_s } => {
@@ -210,10 +211,13 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
                     entry: &entry,
                 });
             }
+            // The entry's validators are read only for a conditional request.
+            let (inm, ims) = (header("if-none-match"), header("if-modified-since"));
             let conditional_hit = how == CacheServe::Hit
+                && (inm.is_some() || ims.is_some())
                 && not_modified(
-                    header("if-none-match").as_deref(),
-                    header("if-modified-since").as_deref(),
+                    inm.as_deref(),
+                    ims.as_deref(),
                     entry.header("etag").as_deref(),
                     entry.header("last-modified").as_deref(),
                 );
@@ -271,11 +275,13 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     // A stale entry with a validator is revalidated: a 304 then refreshes it
     // (unless the client's request is conditional itself: the origin then
     // answers the client's own question).
-    let client_conditional = CONDITIONAL_REQUEST_HEADERS
-        .iter()
-        .any(|name| client_headers.has(name).unwrap_or(false));
+    let client_conditional = || {
+        CONDITIONAL_REQUEST_HEADERS
+            .iter()
+            .any(|name| client_headers.has(name).unwrap_or(false))
+    };
     let revalidating = match &stale {
-        Some((entry, _)) if !client_conditional => {
+        Some((entry, _)) if !client_conditional() => {
             let (etag, modified) = (entry.header("etag"), entry.header("last-modified"));
             if let Some(etag) = &etag {
                 outbound.headers.set("if-none-match", etag)?;
@@ -341,7 +347,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         if let Some(controller) = report.winner_controller.take() {
             controller.abort();
         }
-        let age_s = entry.meta.current_age_s(now_ms() / 1000.0) as u64;
+        let age_s = entry.meta.freshness.current_age_s(now_ms() / 1000.0) as u64;
         let served = cache::served(entry, age_s, false)?;
         let timing = Timing {
             start_ms,

@@ -31,6 +31,8 @@
 use std::collections::HashSet;
 
 use super::directives::{response_directives, Directives};
+use serde::{Deserialize, Serialize};
+
 use super::freshness::{FreshnessHeaders, StoredMeta};
 
 /// Most route keys remembered as cacheable per isolate.
@@ -115,13 +117,13 @@ pub const GENERATION_HEADER: &str = "x-hedgehog-generation";
 /// an origin's own headers of that name are never stored.
 pub const INTERNAL_HEADER_PREFIX: &str = "x-hedgehog-";
 
-/// Header on a stored entry: its [`StoredMeta`] as JSON.
+/// Header on a stored entry: its [`EntryMeta`] as JSON.
 pub const META_HEADER: &str = "x-hedgehog-meta";
 
 /// The origin's headers that would let the runtime's own cache decide
-/// freshness (it reads them on `put`): kept on a stored entry under
-/// [`HIDDEN_HEADER_PREFIX`] and restored when it is served. `Age` is not
-/// kept: it is folded into the entry's initial age and sent afresh.
+/// freshness (it reads them on `put`): a stored entry keeps them in its
+/// [`EntryMeta`] instead, and they are restored when it is served. `Age` is
+/// not kept: it is folded into the entry's initial age and sent afresh.
 pub const HIDDEN_FROM_RUNTIME: [&str; 6] = [
     "cache-control",
     "cdn-cache-control",
@@ -131,8 +133,42 @@ pub const HIDDEN_FROM_RUNTIME: [&str; 6] = [
     "pragma",
 ];
 
-/// Prefix a header in [`HIDDEN_FROM_RUNTIME`] is stored under.
-pub const HIDDEN_HEADER_PREFIX: &str = "x-hedgehog-o-";
+/// What a stored entry carries besides the origin's other headers, in one
+/// header ([`META_HEADER`]): one read on the hit path instead of one per
+/// hidden header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EntryMeta {
+    /// Its freshness.
+    #[serde(rename = "f")]
+    pub freshness: StoredMeta,
+    /// The origin's headers of [`HIDDEN_FROM_RUNTIME`] it had, as sent.
+    #[serde(rename = "h", default)]
+    pub hidden: Vec<(String, String)>,
+}
+
+// === impl EntryMeta ===
+
+impl EntryMeta {
+    /// The value the origin sent for `name`, if it is a hidden header.
+    pub fn hidden(&self, name: &str) -> Option<&str> {
+        self.hidden
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// As the value of [`META_HEADER`].
+    pub fn to_header(&self) -> String {
+        // Plain data: serializing cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// From the value of [`META_HEADER`]; `None` for anything else (an
+    /// entry stored by an older build is then a miss).
+    pub fn from_header(value: &str) -> Option<Self> {
+        serde_json::from_str(value).ok()
+    }
+}
 
 /// What a response's `Vary` means for storing it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -458,6 +494,24 @@ mod tests {
             ..cdn("max-age=60", "max-age=60")
         };
         assert!(!response_storable(&cloudflare));
+    }
+
+    #[test]
+    fn entry_meta_round_trips_through_its_header_with_any_header_bytes() {
+        let meta = EntryMeta {
+            freshness: storable(&resp(200, Some("max-age=60")), 1e9, 1e9).unwrap(),
+            hidden: vec![
+                ("cache-control".into(), "max-age=60, x=\"a,b\"".into()),
+                ("expires".into(), "caf\u{e9}\t0".into()),
+            ],
+        };
+        let header = meta.to_header();
+        assert!(header
+            .chars()
+            .all(|c| c != '\n' && c != '\r' && u32::from(c) <= 0xff));
+        assert_eq!(EntryMeta::from_header(&header), Some(meta.clone()));
+        assert_eq!(meta.hidden("expires"), Some("caf\u{e9}\t0"));
+        assert_eq!(EntryMeta::from_header("{not json"), None);
     }
 
     #[test]
