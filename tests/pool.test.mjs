@@ -97,7 +97,13 @@ test("a 5xx burst at the hedge target cuts hedges to the reduced budget; they re
     HEDGE_5XX_REDUCE_RATE: "0.02",
     HEDGE_5XX_REDUCED_BUDGET_PERCENT: "10",
     HEDGE_5XX_STOP_RATE: "0.5",
-    HEDGE_HEALTH_MIN_REQUESTS: "1",
+    // Not 1: the newest sub-windows holding this many requests count too, and
+    // b takes about one hedge a second during the burst, so with 1 a
+    // sub-window holding nothing but the burst's first 503 (100%) stopped
+    // hedging to b for the rest of the window; whether it did depended on
+    // where the sub-window boundaries fell (1 run in 4 here). With 5, no
+    // sub-window of the burst qualifies and the whole window decides.
+    HEDGE_HEALTH_MIN_REQUESTS: "5",
     HEDGE_WINDOW_SECS: "6",
     HEDGE_SUB_WINDOWS: "6",
     // b is the only place a hedge can go (with same-origin hedges allowed,
