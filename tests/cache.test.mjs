@@ -4,6 +4,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { origins } from "./support/worker.mjs";
 import { origin, worker } from "./support/harness.mjs";
+import { stored } from "./support/cache.mjs";
 
 async function setup(headers) {
   const a = await origin("a", (req) => ({ headers, body: `body-of-${req.url}` }));
@@ -11,27 +12,12 @@ async function setup(headers) {
   return { a, w };
 }
 
-/** Waits until the Worker's waitUntil has stored `path` (read through Miniflare, no origin request). */
-async function cached(w, path, timeoutMs = 5_000) {
-  const caches = await w.mf.getCaches();
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const hit = await caches.default.match(`http://edge.test${path}`);
-    if (hit) {
-      await hit.arrayBuffer();
-      return;
-    }
-    if (Date.now() > deadline) throw new Error(`${path} was not cached within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 test("a cacheable response is stored; the next identical request makes no origin request", async () => {
   const { a, w } = await setup({ "cache-control": "public, max-age=60" });
   const first = await w.fetch("/c/1");
   assert.equal(await first.text(), "body-of-/c/1");
   assert.equal(first.headers.get("x-hedge"), "none");
-  await cached(w, "/c/1");
+  await stored(w, "/c/1");
   const second = await w.fetch("/c/1");
   assert.equal(await second.text(), "body-of-/c/1");
   assert.equal(second.headers.get("x-hedge"), "cache");
@@ -54,7 +40,7 @@ test("credentialed requests do not fill the cache", async () => {
   // A later cacheable request's store completing shows the stores have run.
   const other = await w.fetch("/c/other");
   await other.text();
-  await cached(w, "/c/other");
+  await stored(w, "/c/other");
   const caches = await w.mf.getCaches();
   assert.equal(await caches.default.match("http://edge.test/c/private"), undefined);
   const again = await w.fetch("/c/private");

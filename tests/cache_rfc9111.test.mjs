@@ -7,24 +7,10 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { origins, serverTiming } from "./support/worker.mjs";
 import { origin, worker } from "./support/harness.mjs";
+import { stored } from "./support/cache.mjs";
 import { rawRequest } from "./support/raw.mjs";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/** Waits until something is stored under `path`'s plain key (no origin request). */
-async function stored(w, path, { base = "http://edge.test", timeoutMs = 5_000 } = {}) {
-  const caches = await w.mf.getCaches();
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const hit = await caches.default.match(`${base}${path}`);
-    if (hit) {
-      await hit.arrayBuffer();
-      return;
-    }
-    if (Date.now() > deadline) throw new Error(`${path} was not cached within ${timeoutMs} ms`);
-    await sleep(20);
-  }
-}
 
 async function get(w, path, headers = {}) {
   const res = await w.fetch(path, { headers, redirect: "manual" });

@@ -6,27 +6,10 @@ import assert from "node:assert/strict";
 import zlib from "node:zlib";
 import { origins } from "./support/worker.mjs";
 import { origin, worker } from "./support/harness.mjs";
+import { stored } from "./support/cache.mjs";
 import { rawRequest } from "./support/raw.mjs";
 
 const PUBLIC = "public, max-age=60";
-
-/**
- * Waits until the Worker's waitUntil has stored something under `path`'s plain
- * key (`base` is the URL the requests went to: w.fetch uses http://edge.test).
- */
-async function stored(w, path, { base = "http://edge.test", timeoutMs = 5_000 } = {}) {
-  const caches = await w.mf.getCaches();
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const hit = await caches.default.match(`${base}${path}`);
-    if (hit) {
-      await hit.arrayBuffer();
-      return;
-    }
-    if (Date.now() > deadline) throw new Error(`${path} was not cached within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 async function get(w, path, headers) {
   const res = await w.fetch(path, { headers });
