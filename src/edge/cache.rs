@@ -26,7 +26,7 @@ use futures::future::LocalBoxFuture;
 use futures::stream::{self, StreamExt};
 use worker::js_sys::Uint8Array;
 
-use super::reply::null_body_status;
+use super::reply::{drop_hop_by_hop, null_body_status};
 use hedgehog_core::cache::conditional::{updated_by_304, NOT_MODIFIED_OMITS};
 use hedgehog_core::cache::directives::response_directives;
 use hedgehog_core::cache::freshness::{FreshnessHeaders, StoredMeta};
@@ -35,7 +35,6 @@ use hedgehog_core::cache::policy::{
     HIDDEN_FROM_RUNTIME, INTERNAL_HEADER_PREFIX, META_HEADER, STORED_STATUSES, VARY_MARKER_HEADER,
 };
 use hedgehog_core::request::body_watch::{body_whole, fixed_length};
-use hedgehog_core::request::outbound::{connection_tokens, HOP_BY_HOP};
 
 fn default_cache() -> Option<web_sys::Cache> {
     let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
@@ -70,6 +69,19 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// Adds its validators to a request as `If-None-Match` /
+    /// `If-Modified-Since`; `false` when it has none.
+    pub(crate) fn add_validators(&self, headers: &web_sys::Headers) -> worker::Result<bool> {
+        let (etag, modified) = (self.header("etag"), self.header("last-modified"));
+        if let Some(etag) = &etag {
+            headers.set("if-none-match", etag)?;
+        }
+        if let Some(modified) = &modified {
+            headers.set("if-modified-since", modified)?;
+        }
+        Ok(etag.is_some() || modified.is_some())
+    }
+
     /// A stored header as the origin sent it.
     pub(crate) fn header(&self, name: &str) -> Option<String> {
         if HIDDEN_FROM_RUNTIME.contains(&name) {
@@ -145,16 +157,17 @@ pub(crate) async fn delete(url: &str) {
 fn end_to_end_headers(response: &web_sys::Response) -> worker::Result<web_sys::Headers> {
     let source = response.headers();
     let headers = web_sys::Headers::new_with_headers(&source)?;
-    let mut dropped: Vec<String> = HOP_BY_HOP.iter().map(|s| s.to_string()).collect();
-    dropped.extend(connection_tokens(source.get("connection")?.as_deref()));
+    drop_hop_by_hop(&headers, source.get("connection")?.as_deref())?;
+    // Collected first: deleting while iterating would disturb the iterator.
+    let mut internal = Vec::new();
     for name in headers.keys() {
         if let Some(name) = name?.as_string() {
             if name.starts_with(INTERNAL_HEADER_PREFIX) {
-                dropped.push(name);
+                internal.push(name);
             }
         }
     }
-    for name in dropped {
+    for name in internal {
         headers.delete(&name)?;
     }
     Ok(headers)

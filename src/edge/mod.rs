@@ -281,16 +281,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             .any(|name| client_headers.has(name).unwrap_or(false))
     };
     let revalidating = match &stale {
-        Some((entry, _)) if !client_conditional() => {
-            let (etag, modified) = (entry.header("etag"), entry.header("last-modified"));
-            if let Some(etag) = &etag {
-                outbound.headers.set("if-none-match", etag)?;
-            }
-            if let Some(modified) = &modified {
-                outbound.headers.set("if-modified-since", modified)?;
-            }
-            etag.is_some() || modified.is_some()
-        }
+        Some((entry, _)) if !client_conditional() => entry.add_validators(&outbound.headers)?,
         _ => false,
     };
     let target = Target { path, query };
@@ -330,37 +321,26 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         ),
         _ => (true, true),
     };
-    hedger
-        .borrow_mut()
-        .record_outcome(&report.state, client_error, now_ms());
-    if let (
-        true,
+    // No good answer, and a stale copy that may stand in for it.
+    let rescue = match &stale {
         Some((
             entry,
             Verdict::Stale {
                 serve_on_error: true,
                 ..
             },
-        )),
-    ) = (origin_failed, &stale)
-    {
-        if let Some(controller) = report.winner_controller.take() {
-            controller.abort();
-        }
-        let age_s = entry.meta.freshness.current_age_s(now_ms() / 1000.0) as u64;
-        let served = cache::served(entry, age_s, false)?;
-        let timing = Timing {
-            start_ms,
-            now_ms: now_ms(),
-        };
-        return reply::cache_hit_response(served, CacheServe::StaleIfError, &request_id, timing);
-    }
+        )) if origin_failed => Some(entry),
+        _ => None,
+    };
+    hedger
+        .borrow_mut()
+        .record_outcome(&report.state, client_error && rescue.is_none(), now_ms());
     if let Outcome::Won(_, response) = &report.outcome {
         if invalidates(&outbound.method, response.status()) {
             invalidate(&hedger, &url, response).await?;
         }
     }
-    if let (true, Outcome::Won(_, response)) = (cacheable, &report.outcome) {
+    if let (true, None, Outcome::Won(_, response)) = (cacheable, rescue, &report.outcome) {
         let fresh = cache::freshness_of(response, start_ms, now_ms())
             .filter(|_| hedger.borrow().may_store(&url, start_ms));
         let stored = fresh.is_some_and(|(meta, keep_secs)| {
@@ -401,7 +381,19 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             timing.now_ms,
         )
     });
-    let response = reply::race_response(&params, report, &request_id, timing);
+    let response = match rescue {
+        Some(entry) => {
+            // The failed answer's body is not read: its fetch is cut.
+            if let Some(controller) = report.winner_controller.take() {
+                controller.abort();
+            }
+            let age_s = entry.meta.freshness.current_age_s(timing.now_ms / 1000.0) as u64;
+            cache::served(entry, age_s, false).and_then(|served| {
+                reply::cache_hit_response(served, CacheServe::StaleIfError, &request_id, timing)
+            })
+        }
+        None => reply::race_response(&params, report, &request_id, timing),
+    };
     if let (Some(line), Ok(response)) = (line, &response) {
         let total_ms = timing.now_ms - start_ms;
         request_log::finish(line, response, params.log_level, total_ms, dataset.as_ref());

@@ -136,12 +136,7 @@ pub(crate) fn spawn(refresh: Refresh<'_>) {
 /// the entry's validators so an unchanged entry costs the origin a 304.
 fn outbound_headers(refresh: &Refresh<'_>) -> worker::Result<web_sys::Headers> {
     let headers = leg::outbound_headers(refresh.client_headers, refresh.request_id)?;
-    if let Some(etag) = refresh.entry.header("etag") {
-        headers.set("if-none-match", &etag)?;
-    }
-    if let Some(modified) = refresh.entry.header("last-modified") {
-        headers.set("if-modified-since", &modified)?;
-    }
+    refresh.entry.add_validators(&headers)?;
     Ok(headers)
 }
 

@@ -374,16 +374,26 @@ fn decorate(
     let body = body.filter(|_| !null_body_status(response.status()));
     let out = web_sys::Response::new_with_opt_readable_stream_and_init(body.as_ref(), &init)?;
     let headers = out.headers();
-    for name in HOP_BY_HOP {
-        headers.delete(name)?;
-    }
-    for name in connection_tokens(response.headers().get("connection")?.as_deref()) {
-        headers.delete(&name)?;
-    }
+    drop_hop_by_hop(&headers, response.headers().get("connection")?.as_deref())?;
     headers.set(HEDGE_HEADER, x_hedge)?;
     headers.append("server-timing", server_timing)?;
     headers.set(REQUEST_ID_HEADER, request_id)?;
     Ok(out)
+}
+
+/// Deletes from `headers` the hop-by-hop ones and those `connection` (the
+/// origin's `Connection` value) names (RFC 9110 section 7.6.1).
+pub(crate) fn drop_hop_by_hop(
+    headers: &web_sys::Headers,
+    connection: Option<&str>,
+) -> worker::Result<()> {
+    for name in HOP_BY_HOP {
+        headers.delete(name)?;
+    }
+    for name in connection_tokens(connection) {
+        headers.delete(&name)?;
+    }
+    Ok(())
 }
 
 /// Statuses whose responses carry no body (Fetch standard "null body status").
