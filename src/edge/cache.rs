@@ -110,34 +110,38 @@ pub(crate) async fn lookup(url: &str, request_headers: &web_sys::Headers) -> Loo
     let Some(plain) = match_key(&cache, url).await else {
         return Lookup::default();
     };
-    let marker = plain.headers().get(VARY_MARKER_HEADER).ok().flatten();
-    let generation = marker
-        .as_ref()
-        .and_then(|_| plain.headers().get(GENERATION_HEADER).ok().flatten());
-    let found = match (marker, &generation) {
+    // Each `headers()` and `get` crosses into JavaScript: read once each.
+    let plain_headers = plain.headers();
+    let get = |name: &str| plain_headers.get(name).ok().flatten();
+    let marker = get(VARY_MARKER_HEADER);
+    let generation = marker.as_ref().and_then(|_| get(GENERATION_HEADER));
+    let (stored, meta) = match (marker, &generation) {
         (Some(names), Some(generation)) => {
             let VaryRule::Headers(names) = vary_rule(Some(&names)) else {
                 return Lookup::default();
             };
-            match variant_key(url, generation, &names, header_of(request_headers)) {
+            let variant = match variant_key(url, generation, &names, header_of(request_headers)) {
                 Some(key) => match_key(&cache, &key).await,
                 None => None,
-            }
+            };
+            let meta = variant
+                .as_ref()
+                .and_then(|v| v.headers().get(META_HEADER).ok().flatten());
+            (variant, meta)
         }
         // A marker of an older format: its variants cannot be told apart.
-        (Some(_), None) => None,
+        (Some(_), None) => (None, None),
         // Never serve a varying response from the plain key (an entry
         // stored some other way): its variant is unknown.
-        (None, _) => {
-            let vary = plain.headers().get("vary").ok().flatten();
-            (vary_rule(vary.as_deref()) == VaryRule::None).then_some(plain)
-        }
+        (None, _) => match vary_rule(get("vary").as_deref()) {
+            VaryRule::None => (Some(plain), get(META_HEADER)),
+            _ => (None, None),
+        },
     };
-    let entry = found.and_then(|stored| {
-        let meta = stored.headers().get(META_HEADER).ok().flatten()?;
-        let meta = EntryMeta::from_header(&meta)?;
-        Some(Entry { stored, meta })
-    });
+    let entry = match (stored, meta.as_deref().and_then(EntryMeta::from_header)) {
+        (Some(stored), Some(meta)) => Some(Entry { stored, meta }),
+        _ => None,
+    };
     Lookup { entry, generation }
 }
 
@@ -197,8 +201,11 @@ pub(crate) fn served(
     };
     let headers = out.headers();
     headers.delete(META_HEADER)?;
-    // The keep time the runtime was given.
-    headers.delete("cache-control")?;
+    // The keep time the runtime was given goes; the origin's own
+    // Cache-Control, if it had one, is set over it.
+    if entry.meta.hidden("cache-control").is_none() {
+        headers.delete("cache-control")?;
+    }
     for (name, value) in &entry.meta.hidden {
         headers.set(name, value)?;
     }

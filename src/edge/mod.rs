@@ -211,10 +211,14 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
                     entry: &entry,
                 });
             }
-            // The entry's validators are read only for a conditional request.
-            let (inm, ims) = (header("if-none-match"), header("if-modified-since"));
-            let conditional_hit = how == CacheServe::Hit
-                && (inm.is_some() || ims.is_some())
+            // Only an entry with a validator can answer 304; its validators
+            // are read only for a conditional request.
+            let validated = how == CacheServe::Hit && entry.meta.freshness.has_validator;
+            let (inm, ims) = match validated {
+                true => (header("if-none-match"), header("if-modified-since")),
+                false => (None, None),
+            };
+            let conditional_hit = (inm.is_some() || ims.is_some())
                 && not_modified(
                     inm.as_deref(),
                     ims.as_deref(),

@@ -79,7 +79,8 @@ impl CacheRoutes {
     /// `route` produced a storable response or a hit.
     pub fn learn(&mut self, route: &str) {
         self.last_unstorable.remove(route);
-        if self.known.len() < MAX_CACHEABLE_ROUTES {
+        // Checked first: every hit calls this, and inserting allocates.
+        if !self.known.contains(route) && self.known.len() < MAX_CACHEABLE_ROUTES {
             self.known.insert(route.to_string());
         }
     }
