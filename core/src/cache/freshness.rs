@@ -10,8 +10,6 @@
 //! revalidated in the background, or stale (and whether it may still rescue
 //! an origin failure).
 
-use serde::{Deserialize, Serialize};
-
 use super::directives::{delta, Directives};
 use super::http_date;
 
@@ -22,28 +20,21 @@ pub const MIN_REVALIDATION_KEEP_SECS: f64 = 60.0;
 pub const MAX_REVALIDATION_KEEP_SECS: f64 = 86_400.0;
 
 /// What a stored response carries about its own freshness.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StoredMeta {
     /// When its answer arrived, Unix seconds.
-    #[serde(rename = "t")]
     pub response_time_s: f64,
     /// Its age on arrival (RFC 9111 section 4.2.3 `corrected_initial_age`).
-    #[serde(rename = "a")]
     pub initial_age_s: f64,
     /// Its freshness lifetime.
-    #[serde(rename = "l")]
     pub lifetime_s: f64,
     /// `stale-while-revalidate` allowance past the lifetime.
-    #[serde(rename = "w")]
     pub stale_while_revalidate_s: f64,
     /// `stale-if-error` allowance past the lifetime.
-    #[serde(rename = "e")]
     pub stale_if_error_s: f64,
     /// Never used stale (`must-revalidate`, `proxy-revalidate`, `s-maxage`).
-    #[serde(rename = "r")]
     pub must_revalidate: bool,
     /// Has a validator (`ETag` or `Last-Modified`) to revalidate with.
-    #[serde(rename = "v")]
     pub has_validator: bool,
 }
 
