@@ -252,7 +252,7 @@ pub struct Hedger {
     /// Request-body bytes held for replay.
     pub held_bodies: HeldBodies,
     /// When each URL was last invalidated by a write.
-    pub invalidations: Invalidations,
+    invalidations: Invalidations,
     /// Cache keys being refreshed in the background (stale-while-revalidate).
     refreshes: HashSet<String>,
     /// The delay by predicted benefit per (primary, route), recently computed.

@@ -3,10 +3,10 @@
 //! deletes entries and rebuilds responses from them.
 //!
 //! A stored entry is the origin's response less hop-by-hop headers (and
-//! those its `Connection` names), with its freshness ([`StoredMeta`]) in an
-//! internal header and the headers the runtime would read for freshness of
-//! its own (`Cache-Control`, `Expires`, ...) hidden under internal names; the
-//! runtime is told only how long to keep it. Serving an entry restores the
+//! those its `Connection` names), with its freshness ([`StoredMeta`]) and the
+//! origin's headers the runtime would read for freshness of its own
+//! (`Cache-Control`, `Expires`, ...) moved into one internal header
+//! ([`EntryMeta`]); the runtime is told only how long to keep it. Serving an entry restores the
 //! origin's headers, drops every internal one and sends a fresh `Age`.
 //!
 //! `Vary` is honoured by keying (see [`hedgehog_core::cache::policy`]): a
@@ -28,11 +28,11 @@ use worker::js_sys::Uint8Array;
 
 use super::reply::{drop_hop_by_hop, null_body_status};
 use hedgehog_core::cache::conditional::{updated_by_304, NOT_MODIFIED_OMITS};
-use hedgehog_core::cache::directives::response_directives;
 use hedgehog_core::cache::freshness::{FreshnessHeaders, StoredMeta};
 use hedgehog_core::cache::policy::{
-    storable, variant_key, vary_rule, CacheResponseFacts, EntryMeta, VaryRule, GENERATION_HEADER,
-    HIDDEN_FROM_RUNTIME, INTERNAL_HEADER_PREFIX, META_HEADER, STORED_STATUSES, VARY_MARKER_HEADER,
+    may_be_stored, storable, variant_key, vary_rule, CacheResponseFacts, EntryMeta, VaryRule,
+    GENERATION_HEADER, HIDDEN_FROM_RUNTIME, INTERNAL_HEADER_PREFIX, META_HEADER, STORED_STATUSES,
+    VARY_MARKER_HEADER,
 };
 use hedgehog_core::request::body_watch::{body_whole, fixed_length};
 
@@ -344,17 +344,19 @@ pub(crate) fn freshness_of(
     }
     let h = response.headers();
     let get = |name: &str| h.get(name).ok().flatten();
-    let (cc, cdn, cf) = (
+    let (cc, cdn, cf, expires) = (
         get("cache-control"),
         get("cdn-cache-control"),
         get("cloudflare-cdn-cache-control"),
+        get("expires"),
     );
-    let (directives, _) = response_directives(cc.as_deref(), cdn.as_deref(), cf.as_deref());
-    if directives.no_store || directives.private || directives.no_cache {
-        return None;
-    }
-    let expires = get("expires");
-    if directives.max_age.is_none() && directives.s_maxage.is_none() && expires.is_none() {
+    if !may_be_stored(
+        status,
+        cc.as_deref(),
+        cdn.as_deref(),
+        cf.as_deref(),
+        expires.is_some(),
+    ) {
         return None;
     }
     let (encoding, vary) = (get("content-encoding"), get("vary"));
@@ -390,8 +392,8 @@ struct CopyProgress {
 }
 
 /// The stored form of `response`'s headers: end-to-end only, the headers the
-/// runtime would judge freshness by hidden under internal names, the
-/// freshness as the core computed it, and a keep time for the runtime.
+/// runtime would judge freshness by moved into the entry's meta with the
+/// freshness the core computed, and a keep time for the runtime.
 fn stored_headers(
     response: &web_sys::Response,
     meta: &StoredMeta,
@@ -410,8 +412,13 @@ fn stored_headers(
     }
     headers.delete("age")?;
     headers.set(META_HEADER, &meta.to_header())?;
-    headers.set("cache-control", &format!("public, max-age={keep_secs}"))?;
+    headers.set("cache-control", &runtime_keep(keep_secs))?;
     Ok(headers)
+}
+
+/// The `Cache-Control` that tells the runtime how long to keep an entry.
+fn runtime_keep(keep_secs: u64) -> String {
+    format!("public, max-age={keep_secs}")
 }
 
 /// A copy of `response` (a tee of its body) for the cache, and its progress.
@@ -467,7 +474,7 @@ fn marker_response(
     let headers = web_sys::Headers::new()?;
     headers.set(VARY_MARKER_HEADER, names)?;
     headers.set(GENERATION_HEADER, generation)?;
-    headers.set("cache-control", &format!("public, max-age={keep_secs}"))?;
+    headers.set("cache-control", &runtime_keep(keep_secs))?;
     let init = web_sys::ResponseInit::new();
     init.set_status(200);
     init.set_headers_headers(&headers);

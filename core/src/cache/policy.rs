@@ -384,7 +384,14 @@ pub fn storable(
     request_time_s: f64,
     response_time_s: f64,
 ) -> Option<StoredMeta> {
-    if !STORED_STATUSES.contains(&facts.status) || facts.sets_cookie {
+    let d = stored_directives(
+        facts.status,
+        facts.cache_control,
+        facts.cdn_cache_control,
+        facts.cloudflare_cdn_cache_control,
+        facts.freshness.expires.is_some(),
+    )?;
+    if facts.sets_cookie {
         return None;
     }
     // An encoded body is not stored. The runtime negotiates encoding with the
@@ -399,16 +406,51 @@ pub fn storable(
     if encoded || vary_rule(facts.vary) == VaryRule::Unstorable {
         return None;
     }
-    let (d, _) = response_directives(
-        facts.cache_control,
-        facts.cdn_cache_control,
-        facts.cloudflare_cdn_cache_control,
-    );
-    if d.no_store || d.private || d.no_cache {
-        return None;
-    }
     let meta = StoredMeta::compute(&d, &facts.freshness, request_time_s, response_time_s)?;
     (meta.keep_secs(response_time_s) > 0).then_some(meta)
+}
+
+/// Whether a response with this status, these cache-control fields and
+/// (or without) an `Expires` may still be storable: the refusals [`storable`]
+/// makes from them alone. The Worker asks this before reading the
+/// response's other headers (each read crosses into JavaScript).
+pub fn may_be_stored(
+    status: u16,
+    cache_control: Option<&str>,
+    cdn_cache_control: Option<&str>,
+    cloudflare_cdn_cache_control: Option<&str>,
+    has_expires: bool,
+) -> bool {
+    stored_directives(
+        status,
+        cache_control,
+        cdn_cache_control,
+        cloudflare_cdn_cache_control,
+        has_expires,
+    )
+    .is_some()
+}
+
+/// The directives a storable response is judged by, or `None` when the
+/// status, `no-store`, `private`, `no-cache` or the lack of any explicit
+/// freshness already rules storing out.
+fn stored_directives(
+    status: u16,
+    cache_control: Option<&str>,
+    cdn_cache_control: Option<&str>,
+    cloudflare_cdn_cache_control: Option<&str>,
+    has_expires: bool,
+) -> Option<Directives> {
+    if !STORED_STATUSES.contains(&status) {
+        return None;
+    }
+    let (d, _) = response_directives(
+        cache_control,
+        cdn_cache_control,
+        cloudflare_cdn_cache_control,
+    );
+    let explicit = d.max_age.is_some() || d.s_maxage.is_some() || has_expires;
+    (explicit && !(d.no_store || d.private || d.no_cache)).then_some(d)
 }
 
 /// Whether a request URL names a host in the Worker's own key namespace
