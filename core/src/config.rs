@@ -13,6 +13,7 @@ use crate::admission::budget::BudgetParams;
 use crate::admission::health::HealthParams;
 use crate::admission::hedge_gate::GateParams;
 use crate::admission::origin_load::OriginLoadParams;
+pub use crate::estimation::delay_policy::HedgePolicy;
 use crate::estimation::delay_policy::{DelayParams, HedgeMode};
 use crate::estimation::estimator::EstimatorParams;
 use crate::estimation::window::WindowParams;
@@ -174,25 +175,6 @@ pub struct Params {
 /// The shortest silence that can be a stall, ms: below it, timer and
 /// scheduling jitter alone could look like one.
 const STALL_MIN_MS: f64 = 20.0;
-
-/// Which hedging policy runs (`HEDGE_POLICY`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HedgePolicy {
-    /// Primaries by latency, stall detection, fast failures retried on a
-    /// peer past the failing origin's cut budget.
-    TailAware,
-    /// The previous policy: first-in-order primary, hedge at the quantile.
-    FixedQuantile,
-}
-
-impl HedgePolicy {
-    /// Whether a fast failure is retried on a peer even when the failing
-    /// origin's own 5xx-cut budget is spent (the retry takes load off it),
-    /// and failure retries and stall hedges may borrow from the budget.
-    pub fn hedges_urgently(self) -> bool {
-        self == HedgePolicy::TailAware
-    }
-}
 
 /// Where the stats endpoint is and who may read it.
 #[derive(Debug, Clone, PartialEq, Eq)]

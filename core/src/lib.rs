@@ -1,8 +1,9 @@
 //! hedgehog-edge's decision core: plain Rust with time passed in, no I/O.
 //!
-//! The Worker (the root crate) feeds a per-isolate [`hedger::Hedger`] events
-//! (a request arrives, a timer fires, a leg answers) and performs the actions it
-//! returns; [`sim`] drives the very same Hedger on a virtual clock.
+//! The Worker (the root crate) hands each request to its isolate's
+//! [`isolate::Isolate`] in a few calls (admit, plan, the race's events,
+//! complete) and performs what they return; the races' decisions are made by
+//! the [`race::Hedger`], which [`sim`] drives on a virtual clock too.
 //!
 //! - [`estimation`]: latency sketches, sliding windows, the estimator, the hedge delay.
 //! - [`admission`]: the hedge budget, origin health, origin choice, the gate that
@@ -14,8 +15,10 @@
 //! - [`pop`]: PoP-wide aggregation: the push format, the aggregator, the client.
 //! - [`observe`]: stats counters and the request log line.
 //! - [`capped_map`]: the bound on every per-key table.
-//! - [`config`], [`hedger`], [`race`], [`no_hedge`]: the configuration, the
-//!   Hedger, one race's state machine, and why a request was not hedged.
+//! - [`race`]: the Hedger and one race's plan, state machine and event handlers.
+//! - [`isolate`]: the facade a request's pipeline calls: admission, cache use,
+//!   the race, completion; the stats page's view.
+//! - [`config`], [`no_hedge`]: the configuration, and why a request was not hedged.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
@@ -25,7 +28,7 @@ pub mod cache;
 pub mod capped_map;
 pub mod config;
 pub mod estimation;
-pub mod hedger;
+pub mod isolate;
 pub mod no_hedge;
 pub mod observe;
 pub mod pop;

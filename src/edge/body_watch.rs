@@ -81,32 +81,42 @@ pub(crate) fn watch(
         polled
     })
     .chain(tail);
-    spawn_local(async move {
-        loop {
-            if state.get() == BodyState::Ended {
-                return;
-            }
-            // Not waiting: the reader has not asked for more; look again later.
-            let wait_ms = waiting_since
-                .get()
-                .map_or(idle_ms, |since| since + idle_ms - js_sys::Date::now());
-            if wait_ms <= 0.0 {
-                state.set(BodyState::Cut);
-                console_warn!("hedgehog-edge: {}", idle_message(idle_ms));
-                cut.abort();
-                // Cancelling this copy of the body is not enough when the
-                // cache holds a tee of it: abort the fetch itself.
-                if let Some(controller) = &origin_fetch {
-                    controller.abort();
-                }
-                return;
-            }
-            Delay::from(Duration::from_millis(wait_ms.ceil() as u64)).await;
-        }
-    });
+    spawn_local(watchdog(state, waiting_since, idle_ms, cut, origin_fetch));
     let watched = wasm_streams::ReadableStream::from_stream(watched).into_raw();
     match length {
         Some(length) => hold_to_length(watched, length),
         None => Ok(watched),
+    }
+}
+
+/// Cuts the body (`cut`, and the origin's fetch) once the reader has
+/// waited `idle_ms` for its next chunk; ends with the body.
+async fn watchdog(
+    state: Rc<Cell<BodyState>>,
+    waiting_since: Rc<Cell<Option<f64>>>,
+    idle_ms: f64,
+    cut: AbortHandle,
+    origin_fetch: Option<web_sys::AbortController>,
+) {
+    loop {
+        if state.get() == BodyState::Ended {
+            return;
+        }
+        // Not waiting: the reader has not asked for more; look again later.
+        let wait_ms = waiting_since
+            .get()
+            .map_or(idle_ms, |since| since + idle_ms - js_sys::Date::now());
+        if wait_ms <= 0.0 {
+            state.set(BodyState::Cut);
+            console_warn!("hedgehog-edge: {}", idle_message(idle_ms));
+            cut.abort();
+            // Cancelling this copy of the body is not enough when the
+            // cache holds a tee of it: abort the fetch itself.
+            if let Some(controller) = &origin_fetch {
+                controller.abort();
+            }
+            return;
+        }
+        Delay::from(Duration::from_millis(wait_ms.ceil() as u64)).await;
     }
 }

@@ -26,13 +26,15 @@ use futures::future::LocalBoxFuture;
 use futures::stream::{self, StreamExt};
 use worker::js_sys::Uint8Array;
 
+use super::clock::{now_ms, random_hex};
+use super::isolate::Shared;
 use super::reply::{drop_hop_by_hop, null_body_status};
 use hedgehog_core::cache::conditional::{updated_by_304, NOT_MODIFIED_OMITS};
-use hedgehog_core::cache::freshness::{FreshnessHeaders, StoredMeta};
+use hedgehog_core::cache::freshness::StoredMeta;
+use hedgehog_core::cache::invalidation::same_origin_target;
 use hedgehog_core::cache::policy::{
-    may_be_stored, storable, variant_key, vary_rule, CacheResponseFacts, EntryMeta, VaryRule,
-    GENERATION_HEADER, HIDDEN_FROM_RUNTIME, INTERNAL_HEADER_PREFIX, META_HEADER, STORED_STATUSES,
-    VARY_MARKER_HEADER,
+    variant_key, vary_rule, EntryMeta, VaryRule, GENERATION_HEADER, HIDDEN_FROM_RUNTIME,
+    INTERNAL_HEADER_PREFIX, META_HEADER, VARY_MARKER_HEADER,
 };
 use hedgehog_core::request::body_watch::{body_whole, fixed_length};
 
@@ -153,6 +155,32 @@ pub(crate) async fn delete(url: &str) {
             console_warn!("hedgehog-edge: cache delete failed: {e:?}");
         }
     }
+}
+
+/// A successful write to `url` (RFC 9111 section 4.4): the stored entries
+/// for it and for the same-origin `Location` / `Content-Location` it names
+/// are deleted before the client hears back, so its next read cannot get the
+/// old copy; fetches begun before the write will not store theirs.
+pub(crate) async fn invalidate(
+    isolate: &Shared,
+    url: &str,
+    response: &web_sys::Response,
+) -> worker::Result<()> {
+    let mut targets = vec![url.to_string()];
+    for name in ["location", "content-location"] {
+        if let Some(target) = response
+            .headers()
+            .get(name)?
+            .and_then(|value| same_origin_target(url, &value))
+        {
+            if !targets.contains(&target) {
+                targets.push(target);
+            }
+        }
+    }
+    isolate.borrow_mut().invalidate(&targets, now_ms());
+    futures::future::join_all(targets.iter().map(|t| delete(t))).await;
+    Ok(())
 }
 
 /// The origin's headers of `response` as the client sees them: hop-by-hop
@@ -290,7 +318,7 @@ pub(crate) fn store_task(
         VaryRule::Unstorable => return None,
         VaryRule::None => (url.to_string(), None),
         VaryRule::Headers(names) => {
-            let generation = target.generation.unwrap_or_else(|| super::random_hex(2));
+            let generation = target.generation.unwrap_or_else(|| random_hex(2));
             let key = variant_key(url, &generation, &names, header_of(target.request_headers))?;
             let marker = marker_response(&names.join(","), &generation, target.keep_secs).ok()?;
             (key, Some(marker))
@@ -327,60 +355,6 @@ pub(crate) fn store_task(
             Err(e) => console_warn!("hedgehog-edge: cache store failed: {e:?}"),
         }
     }))
-}
-
-/// The freshness of `response` if it may be stored: requested at
-/// `requested_ms`, answered at `answered_ms` (the core decides).
-pub(crate) fn freshness_of(
-    response: &web_sys::Response,
-    requested_ms: f64,
-    answered_ms: f64,
-) -> Option<(StoredMeta, u64)> {
-    // Each header read crosses into JavaScript, and most answers are not
-    // storable: the cheap refusals come first.
-    let status = response.status();
-    if !STORED_STATUSES.contains(&status) {
-        return None;
-    }
-    let h = response.headers();
-    let get = |name: &str| h.get(name).ok().flatten();
-    let (cc, cdn, cf, expires) = (
-        get("cache-control"),
-        get("cdn-cache-control"),
-        get("cloudflare-cdn-cache-control"),
-        get("expires"),
-    );
-    if !may_be_stored(
-        status,
-        cc.as_deref(),
-        cdn.as_deref(),
-        cf.as_deref(),
-        expires.is_some(),
-    ) {
-        return None;
-    }
-    let (encoding, vary) = (get("content-encoding"), get("vary"));
-    let (date, age, etag, last_modified) =
-        (get("date"), get("age"), get("etag"), get("last-modified"));
-    let facts = CacheResponseFacts {
-        status,
-        cache_control: cc.as_deref(),
-        cdn_cache_control: cdn.as_deref(),
-        cloudflare_cdn_cache_control: cf.as_deref(),
-        sets_cookie: h.has("set-cookie").unwrap_or(true),
-        content_encoding: encoding.as_deref(),
-        vary: vary.as_deref(),
-        freshness: FreshnessHeaders {
-            date: date.as_deref(),
-            age: age.as_deref(),
-            expires: expires.as_deref(),
-            etag: etag.as_deref(),
-            last_modified: last_modified.as_deref(),
-        },
-    };
-    let answered_s = answered_ms / 1000.0;
-    let meta = storable(&facts, requested_ms / 1000.0, answered_s)?;
-    Some((meta, meta.keep_secs(answered_s)))
 }
 
 /// How the cache's copy of a body went, as far as the copy has been read.

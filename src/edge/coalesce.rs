@@ -1,4 +1,4 @@
-//! The Worker side of [`hedgehog_core::request::coalesce`]: a leader's guard that releases its
+//! The Worker side of [`hedgehog_core::request::coalesce`] (kept by the isolate): a leader's guard that releases its
 //! flight however the request ends, and a waiter's polling loop.
 //!
 //! Waiters poll on their own timers instead of being woken by the leader: a
@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use worker::Delay;
 
-use super::{isolate, now_ms};
+use super::clock::now_ms;
+use super::isolate;
 use hedgehog_core::request::coalesce::{poll_interval_ms, FlightId, FlightState};
 
 /// Held by the request leading a flight. Dropping it without
@@ -30,26 +31,14 @@ impl LeaderGuard {
 
     /// The response is in the cache; waiters read it from there.
     pub(crate) fn stored(self) {
-        isolate::with_ready(|ready| {
-            ready
-                .hedger
-                .borrow_mut()
-                .coalescer
-                .stored(&self.key, self.id)
-        });
+        isolate::with(|isolate| isolate.flight_stored(&self.key, self.id));
     }
 }
 
 impl Drop for LeaderGuard {
     fn drop(&mut self) {
         // No effect after `stored`.
-        isolate::with_ready(|ready| {
-            ready
-                .hedger
-                .borrow_mut()
-                .coalescer
-                .release(&self.key, self.id)
-        });
+        isolate::with(|isolate| isolate.flight_released(&self.key, self.id));
     }
 }
 
@@ -67,10 +56,8 @@ pub(crate) async fn wait_for(
         if client_gone() {
             return None;
         }
-        let state = isolate::with_ready(|ready| {
-            ready.hedger.borrow_mut().coalescer.state(key, id, now_ms())
-        })
-        .unwrap_or(FlightState::Released);
+        let state = isolate::with(|isolate| isolate.flight_state(key, id, now_ms()))
+            .unwrap_or(FlightState::Released);
         if state != FlightState::Pending {
             return Some(state);
         }

@@ -1,5 +1,5 @@
-//! Per-isolate state: the parsed configuration and the [`Hedger`], which
-//! holds everything the requests' decisions read and write.
+//! The isolate's one [`Isolate`], made from the configuration on its first
+//! request and kept for its life.
 //!
 //! An isolate handles one request at a time between awaits, so a
 //! `thread_local` `RefCell` is enough; borrows never span an await.
@@ -12,64 +12,52 @@ use worker::js_sys::{self, JsString, Object, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::Env;
 
-use hedgehog_core::config::{self, ConfigError, Params};
-use hedgehog_core::hedger::Hedger;
+use hedgehog_core::config::{self, ConfigError};
+use hedgehog_core::isolate::Isolate;
 
-/// Mutable per-isolate state, available once the configuration is valid.
-#[derive(Debug)]
-pub(crate) struct Ready {
-    pub(crate) params: Rc<Params>,
-    /// The races' decisions and what they read and write. Shared, so a
-    /// request's race can hold it across awaits (borrowed only between them).
-    pub(crate) hedger: Rc<RefCell<Hedger>>,
-}
+/// The isolate, shared by its requests (each borrows it between awaits).
+pub(crate) type Shared = Rc<RefCell<Isolate>>;
 
 #[derive(Debug)]
-enum Isolate {
-    // Boxed: `Ready` is large and the enum lives once per isolate anyway.
-    Ready(Box<Ready>),
+enum State {
+    Ready(Shared),
     Invalid(Rc<Vec<ConfigError>>),
 }
 
 thread_local! {
-    static ISOLATE: RefCell<Option<Isolate>> = const { RefCell::new(None) };
+    static STATE: RefCell<Option<State>> = const { RefCell::new(None) };
 }
 
-/// The configuration, parsed from `env` on the isolate's first request.
-pub(crate) fn params(env: &Env, now_ms: f64) -> Result<Rc<Params>, Rc<Vec<ConfigError>>> {
-    ISOLATE.with(|cell| {
+/// The isolate, made from `env` on the first request; the configuration's
+/// errors when it is invalid.
+pub(crate) fn get(env: &Env, now_ms: f64) -> Result<Shared, Rc<Vec<ConfigError>>> {
+    STATE.with(|cell| {
         let mut slot = cell.borrow_mut();
-        let isolate = slot.get_or_insert_with(|| match config::parse(&read_vars(env)) {
-            Ok(params) => Isolate::Ready(Box::new(Ready {
-                hedger: Rc::new(RefCell::new(Hedger::new(
-                    params.clone(),
-                    super::pop::client::configured(env),
-                    now_ms,
-                    // Each isolate draws its own primaries (no herding).
-                    (js_sys::Math::random() * 9.007_199_254_740_991e15) as u64,
-                ))),
-                params: Rc::new(params),
-            })),
-            Err(errors) => Isolate::Invalid(Rc::new(errors)),
+        let state = slot.get_or_insert_with(|| match config::parse(&read_vars(env)) {
+            Ok(params) => State::Ready(Rc::new(RefCell::new(Isolate::new(
+                params,
+                super::pop::client::configured(env),
+                now_ms,
+                // Each isolate draws its own primaries (no herding).
+                (js_sys::Math::random() * 9.007_199_254_740_991e15) as u64,
+            )))),
+            Err(errors) => State::Invalid(Rc::new(errors)),
         });
-        match isolate {
-            Isolate::Ready(ready) => Ok(ready.params.clone()),
-            Isolate::Invalid(errors) => Err(errors.clone()),
+        match state {
+            State::Ready(isolate) => Ok(Rc::clone(isolate)),
+            State::Invalid(errors) => Err(Rc::clone(errors)),
         }
     })
 }
 
-/// The isolate's Hedger; `None` before a valid configuration was parsed.
-pub(crate) fn hedger() -> Option<Rc<RefCell<Hedger>>> {
-    with_ready(|ready| Rc::clone(&ready.hedger))
-}
-
-/// Runs `f` on the isolate's state; `None` before a valid configuration was parsed.
-pub(crate) fn with_ready<R>(f: impl FnOnce(&mut Ready) -> R) -> Option<R> {
-    ISOLATE.with(|cell| match cell.borrow_mut().as_mut() {
-        Some(Isolate::Ready(ready)) => Some(f(ready)),
+/// Runs `f` on the isolate; `None` before a valid configuration was parsed.
+pub(crate) fn with<R>(f: impl FnOnce(&mut Isolate) -> R) -> Option<R> {
+    let isolate = STATE.with(|cell| match cell.borrow().as_ref() {
+        Some(State::Ready(isolate)) => Some(Rc::clone(isolate)),
         _ => None,
-    })
+    })?;
+    let mut isolate = isolate.try_borrow_mut().ok()?;
+    Some(f(&mut isolate))
 }
 
 /// Every `HEDGE_*` var as text. Structured vars (a TOML table or array in

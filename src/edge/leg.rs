@@ -77,7 +77,7 @@ pub(crate) fn send(
     let init = web_sys::RequestInit::new();
     init.set_method(&outbound.method);
     // Each leg is its own span: the hedge is a sibling of the primary.
-    let span = traceparent(&outbound.trace, &super::random_hex(2));
+    let span = traceparent(&outbound.trace, &super::clock::random_hex(2));
     if leg == Leg::Hedge {
         let headers = web_sys::Headers::new_with_headers(&outbound.headers)?;
         headers.set(HEDGE_ATTEMPT_HEADER, "true")?;

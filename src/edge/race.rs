@@ -1,12 +1,10 @@
 //! Runs one hedged race: primary fetch, hedge timer, hedge fetch, first answer wins.
 //!
-//! Every decision comes from the [`Hedger`]; this module only does the I/O:
-//! it sends legs, waits on whichever event comes first, hands the event to
-//! the Hedger and does what the returned [`Action`] says: send the hedge,
-//! or finish, aborting every leg but the winner through its own
-//! `AbortController` the moment the winner's headers arrive.
+//! Every decision comes from the isolate's Hedger; this module only does the
+//! I/O: it sends legs, waits on whichever event comes first and hands it
+//! over (one call per event), sending the hedge or aborting every leg but
+//! the winner, through its own `AbortController`, when told to.
 
-use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -14,14 +12,11 @@ use futures::future::{Fuse, FutureExt, LocalBoxFuture};
 use worker::{web_sys, Delay};
 
 use super::abort_signal;
+use super::clock::now_ms;
+use super::isolate::Shared;
 use super::leg::{self, OutboundRequest};
-use hedgehog_core::hedger::{Hedger, RaceEnd, RaceIo, RacePlan, RaceState};
-use hedgehog_core::race::Leg;
+use hedgehog_core::race::{Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState, INVALID_STATUS};
 use hedgehog_core::request::outbound::upstream_url;
-
-/// How a leg's error starts when the origin answered with a status outside
-/// 200-599, which no response may carry.
-pub(crate) const INVALID_STATUS: &str = "invalid status from the origin";
 
 /// Where a race's legs go: the client's path and query on each origin.
 #[derive(Debug)]
@@ -36,7 +31,7 @@ pub(crate) struct Target<'a> {
 #[derive(Debug)]
 pub(crate) enum Outcome {
     /// A leg answered; its response goes to the client.
-    Won(Leg, web_sys::Response),
+    Won(web_sys::Response),
     /// Only the primary ran and it failed retriably: its response (if it got
     /// one) goes to the client as it is.
     PrimaryFailed(Option<web_sys::Response>),
@@ -58,6 +53,18 @@ pub(crate) struct RaceReport {
     /// The winning leg's controller: aborting it stops the origin's body
     /// (for the body idle timeout, which may cut it after the race).
     pub(crate) winner_controller: Option<web_sys::AbortController>,
+}
+
+impl RaceReport {
+    /// The response that goes to the client, when an origin answered.
+    pub(crate) fn kept_response(&self) -> Option<&web_sys::Response> {
+        match &self.outcome {
+            Outcome::Won(response)
+            | Outcome::PrimaryFailed(Some(response))
+            | Outcome::BothFailed(Some((_, response))) => Some(response),
+            _ => None,
+        }
+    }
 }
 
 /// The I/O side of one leg: its fetch, its abort controller and its answer.
@@ -108,32 +115,30 @@ enum Event {
 /// An `Err` is the Worker's own failure (the primary request could not be
 /// built): no origin was asked, and none is blamed.
 pub(crate) async fn run(
-    hedger: &RefCell<Hedger>,
+    isolate: &Shared,
     plan: RacePlan,
     target: &Target<'_>,
     outbound: &mut OutboundRequest,
     client: &web_sys::AbortSignal,
-    now_ms: impl Fn() -> f64,
 ) -> worker::Result<RaceReport> {
-    // The Hedger's configuration (shared, not copied); a URL is built only
-    // for a leg that goes out: most requests send one.
-    let params = Rc::clone(hedger.borrow().params());
+    // The configuration (shared, not copied); a URL is built only for a leg
+    // that goes out: most requests send one.
+    let params = Rc::clone(isolate.borrow().params());
     let url = |origin: usize| {
         params.origins.get(origin).map_or_else(String::new, |o| {
             upstream_url(&o.base_url, target.path, target.query)
         })
     };
-    let timeout_ms = params.timeout_ms;
     let delay_ms = plan.first_timer_ms();
     // One controller per leg, so aborting the loser leaves the winner alone.
     let primary = LegIo::send(&url(plan.primary), outbound, Leg::Primary)?;
-    let mut state = hedger.borrow_mut().start(plan, now_ms());
+    let mut state = isolate.borrow_mut().start(plan, now_ms());
     let mut legs = [primary, LegIo::idle()];
     let mut timer = match delay_ms {
         Some(ms) => delay(ms).fuse(),
         None => Fuse::terminated(),
     };
-    let mut deadline = delay(timeout_ms).fuse();
+    let mut deadline = delay(params.timeout_ms).fuse();
     // Listening for the client's disconnect costs a promise and two closures
     // (20-40 us of workerd CPU a request, measured), so a hedgeable request
     // only listens once it has outlived its hedge delay (most never do); at
@@ -142,7 +147,6 @@ pub(crate) async fn run(
         Some(_) => Fuse::terminated(),
         None => abort_signal::aborted(client).fuse(),
     };
-
     loop {
         let event = {
             let [primary, hedge] = &mut legs;
@@ -158,51 +162,17 @@ pub(crate) async fn run(
                 complete => Event::Deadline,
             }
         };
-        let now = now_ms();
-        // A leg that failed because the client went away (its upload broke
-        // off) says nothing about the origin, and a hedge for a client that
-        // is gone is never sent.
-        let event = match event {
-            Event::Finished(_, Err(_)) | Event::HedgeTimer if client.aborted() => Event::ClientGone,
-            other => other,
-        };
-        let action = {
-            let mut h = hedger.borrow_mut();
-            match event {
-                Event::Finished(leg, result) => {
-                    let answer = match result {
-                        // No response can be built with it (workerd hands on
-                        // an origin's `999` or a lone `103` as final): the
-                        // origin gave no usable answer.
-                        Ok(response) if !(200..=599).contains(&response.status()) => {
-                            Err(format!("{INVALID_STATUS}: {}", response.status()))
-                        }
-                        Ok(response) => {
-                            let status = response.status();
-                            legs[leg.index()].response = Some(response);
-                            Ok(status)
-                        }
-                        Err(e) => Err(e.to_string()),
-                    };
-                    h.leg_finished(&mut state, leg, answer, now)
-                }
-                Event::HedgeTimer => {
-                    client_gone = abort_signal::aborted(client).fuse();
-                    h.timer_fired(&mut state, now)
-                }
-                Event::ClientGone => h.client_gone(&mut state, now),
-                Event::Deadline => h.deadline_passed(&mut state, now),
-            }
-        };
+        if matches!(event, Event::HedgeTimer) {
+            client_gone = abort_signal::aborted(client).fuse();
+        }
+        let event = race_event(event, &mut legs, client);
         let mut io = Io {
             legs: &mut legs,
             outbound,
             url: &url,
         };
-        if let Some(end) = hedger
-            .borrow_mut()
-            .perform(&mut state, action, now, &mut io)
-        {
+        let end = (isolate.borrow_mut()).handle(&mut state, event, now_ms(), &mut io);
+        if let Some(end) = end {
             return Ok(finish(end, state, legs));
         }
         // A stall check that found none: the hedge timer runs on.
@@ -212,7 +182,40 @@ pub(crate) async fn run(
     }
 }
 
-/// The race's I/O for [`Hedger::perform`]: the legs' fetches.
+/// The core's view of an event; an answer's response is kept in its leg.
+fn race_event(event: Event, legs: &mut [LegIo; 2], client: &web_sys::AbortSignal) -> RaceEvent {
+    // A leg that failed because the client went away (its upload broke
+    // off) says nothing about the origin, and a hedge for a client that is
+    // gone is never sent.
+    let event = match event {
+        Event::Finished(_, Err(_)) | Event::HedgeTimer if client.aborted() => Event::ClientGone,
+        other => other,
+    };
+    match event {
+        Event::Finished(leg, result) => {
+            let answer = match result {
+                // No response can be built with it (workerd hands on an
+                // origin's `999` or a lone `103` as final): the origin gave
+                // no usable answer.
+                Ok(response) if !(200..=599).contains(&response.status()) => {
+                    Err(format!("{INVALID_STATUS}: {}", response.status()))
+                }
+                Ok(response) => {
+                    let status = response.status();
+                    legs[leg.index()].response = Some(response);
+                    Ok(status)
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            RaceEvent::Answered(leg, answer)
+        }
+        Event::HedgeTimer => RaceEvent::TimerFired,
+        Event::ClientGone => RaceEvent::ClientGone,
+        Event::Deadline => RaceEvent::DeadlinePassed,
+    }
+}
+
+/// The race's I/O for the Hedger's actions: the legs' fetches.
 struct Io<'a, U: Fn(usize) -> String> {
     legs: &'a mut [LegIo; 2],
     outbound: &'a mut OutboundRequest,
@@ -235,8 +238,8 @@ impl<U: Fn(usize) -> String> RaceIo for Io<'_, U> {
     }
 }
 
-/// The race's report: the kept leg's response (the others were aborted by
-/// [`Hedger::perform`]).
+/// The race's report: the kept leg's response (the others were aborted
+/// when the race ended).
 fn finish(end: RaceEnd, state: RaceState, mut legs: [LegIo; 2]) -> RaceReport {
     let mut take = |leg: Leg| {
         let io = &mut legs[leg.index()];
@@ -244,7 +247,7 @@ fn finish(end: RaceEnd, state: RaceState, mut legs: [LegIo; 2]) -> RaceReport {
     };
     let (outcome, winner_controller) = match end {
         RaceEnd::Won(leg) => match take(leg) {
-            (Some(response), controller) => (Outcome::Won(leg, response), controller),
+            (Some(response), controller) => (Outcome::Won(response), controller),
             // A leg wins only on an answer, which is stored before the
             // Hedger hears of it; were it missing, the client gets the 502
             // that both legs failing gives, not a panic.

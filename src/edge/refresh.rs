@@ -1,73 +1,54 @@
 //! The background refresh of a stale entry served under
 //! `stale-while-revalidate` (RFC 5861): one origin fetch per key at a time
-//! (the Hedger's claim), run with `ctx.waitUntil` after the client already
+//! (the isolate's claim), run with `ctx.waitUntil` after the client already
 //! has the stale copy, conditional when the entry has a validator; its answer
 //! (or the entry updated by a `304`) replaces the stored one.
-
-use std::cell::RefCell;
-use std::rc::Rc;
 
 use worker::{console_warn, web_sys, Context};
 
 use super::cache::{self, Entry, StoreTarget};
+use super::clock::{new_id, now_ms};
+use super::isolate::{self, Shared};
 use super::leg::{self, OutboundBody, OutboundRequest};
+use super::proxy::Client;
 use super::race::{self, Outcome, Target};
-use super::{now_ms, random_hex};
-use hedgehog_core::hedger::Hedger;
-use hedgehog_core::request::eligibility::Eligibility;
+use hedgehog_core::isolate::{response_freshness, Admission};
 use hedgehog_core::request::outbound::TraceContext;
 
-/// What a refresh needs from the request that served the stale copy.
-#[derive(Debug)]
-pub(crate) struct Refresh<'a> {
-    pub(crate) ctx: &'a Context,
-    pub(crate) hedger: &'a Rc<RefCell<Hedger>>,
-    /// The cache key (the request URL).
-    pub(crate) url: &'a str,
-    pub(crate) path: &'a str,
-    pub(crate) query: Option<&'a str>,
-    pub(crate) route: &'a str,
-    pub(crate) client_headers: &'a web_sys::Headers,
-    pub(crate) request_id: &'a str,
-    pub(crate) decision: Eligibility,
-    /// The stale entry (for its validators).
-    pub(crate) entry: &'a Entry,
-}
-
-/// Starts the refresh in the background, unless one for the key runs already.
-pub(crate) fn spawn(refresh: Refresh<'_>) {
-    if !refresh.hedger.borrow_mut().begin_refresh(refresh.url) {
+/// Starts the refresh of `entry` (served stale to `client`'s request) in
+/// the background, unless one for the key runs already.
+pub(crate) fn spawn(
+    ctx: &Context,
+    shared: &Shared,
+    client: Client<'_>,
+    admission: &Admission,
+    entry: &Entry,
+) {
+    let url = client.url.to_string();
+    let Some(plan) = shared.borrow_mut().begin_refresh(&url, admission, now_ms()) else {
         return;
-    }
-    let hedger = Rc::clone(refresh.hedger);
-    let url = refresh.url.to_string();
-    let claim = RefreshClaim {
-        hedger: Rc::clone(&hedger),
-        url: url.clone(),
     };
-    let headers = match outbound_headers(&refresh) {
+    let claim = RefreshClaim { url: url.clone() };
+    let headers = match outbound_headers(client.headers, &admission.request_id, entry) {
         Ok(headers) => headers,
         Err(e) => {
             console_warn!("hedgehog-edge: could not build a refresh: {e}");
             return;
         }
     };
-    let request_headers = match web_sys::Headers::new_with_headers(refresh.client_headers) {
-        Ok(h) => h,
-        Err(_) => return,
+    let Ok(request_headers) = web_sys::Headers::new_with_headers(client.headers) else {
+        return;
     };
-    let (path, query) = (refresh.path.to_string(), refresh.query.map(str::to_string));
-    let plan = hedger
-        .borrow_mut()
-        .plan(refresh.decision, refresh.route, now_ms());
-    refresh.ctx.wait_until(async move {
+    let (path, query) = (admission.path.clone(), admission.query.clone());
+    let shared = Shared::clone(shared);
+    ctx.wait_until(async move {
         let _claim = claim;
         let mut outbound = OutboundRequest {
             method: "GET".to_string(),
             headers,
             body: OutboundBody::Empty,
             trace: TraceContext {
-                trace_id: random_hex(4),
+                trace_id: new_id(),
                 flags: "00".to_string(),
             },
         };
@@ -80,76 +61,82 @@ pub(crate) fn spawn(refresh: Refresh<'_>) {
             return;
         };
         let started_ms = now_ms();
-        let report = race::run(
-            &hedger,
-            plan,
-            &target,
-            &mut outbound,
-            &never.signal(),
-            now_ms,
-        )
-        .await;
+        let report = race::run(&shared, plan, &target, &mut outbound, &never.signal()).await;
         let Ok(report) = report else {
             return;
         };
-        let Outcome::Won(_, response) = &report.outcome else {
+        let Outcome::Won(response) = &report.outcome else {
             return;
         };
-        let updated;
-        let response = if response.status() == 304 {
-            // The stored body is read again: the client's copy used the first.
-            let found = cache::lookup(&url, &request_headers).await;
-            match found.entry.map(|entry| cache::updated_by(&entry, response)) {
-                Some(Ok(response)) => {
-                    updated = response;
-                    &updated
-                }
-                _ => return,
-            }
-        } else {
-            response
-        };
-        let fresh = cache::freshness_of(response, started_ms, now_ms())
-            .filter(|_| hedger.borrow().may_store(&url, started_ms));
-        let Some((meta, keep_secs)) = fresh else {
-            return;
-        };
-        let target = StoreTarget {
-            url: &url,
-            request_headers: &request_headers,
-            generation: None,
-            meta,
-            keep_secs,
-        };
-        let task = cache::store_task(target, response, || {});
-        if let Some(body) = response.body() {
-            // The stored copy is a tee of it; this branch is not read.
-            let _ = body.cancel();
-        }
-        if let Some(task) = task {
-            task.await;
-        }
+        store(&shared, &url, &request_headers, response, started_ms).await;
     });
+}
+
+/// Stores the refresh's answer (or the entry updated by a `304`).
+async fn store(
+    shared: &Shared,
+    url: &str,
+    request_headers: &web_sys::Headers,
+    response: &web_sys::Response,
+    started_ms: f64,
+) {
+    let updated;
+    let response = if response.status() == 304 {
+        // The stored body is read again: the client's copy used the first.
+        let found = cache::lookup(url, request_headers).await;
+        match found.entry.map(|entry| cache::updated_by(&entry, response)) {
+            Some(Ok(response)) => {
+                updated = response;
+                &updated
+            }
+            _ => return,
+        }
+    } else {
+        response
+    };
+    let headers = response.headers();
+    let header = |name: &str| headers.get(name).ok().flatten();
+    let fresh = response_freshness(response.status(), &header, started_ms, now_ms())
+        .filter(|_| shared.borrow().may_store(url, started_ms));
+    let Some((meta, keep_secs)) = fresh else {
+        return;
+    };
+    let target = StoreTarget {
+        url,
+        request_headers,
+        generation: None,
+        meta,
+        keep_secs,
+    };
+    let task = cache::store_task(target, response, || {});
+    if let Some(body) = response.body() {
+        // The stored copy is a tee of it; this branch is not read.
+        let _ = body.cancel();
+    }
+    if let Some(task) = task {
+        task.await;
+    }
 }
 
 /// The refresh's request headers: the client's (less hop-by-hop ones), and
 /// the entry's validators so an unchanged entry costs the origin a 304.
-fn outbound_headers(refresh: &Refresh<'_>) -> worker::Result<web_sys::Headers> {
-    let headers = leg::outbound_headers(refresh.client_headers, refresh.request_id)?;
-    refresh.entry.add_validators(&headers)?;
+fn outbound_headers(
+    client: &web_sys::Headers,
+    request_id: &str,
+    entry: &Entry,
+) -> worker::Result<web_sys::Headers> {
+    let headers = leg::outbound_headers(client, request_id)?;
+    entry.add_validators(&headers)?;
     Ok(headers)
 }
 
-/// Ends the Hedger's claim on the key however the refresh ends.
+/// Ends the isolate's claim on the key however the refresh ends.
 struct RefreshClaim {
-    hedger: Rc<RefCell<Hedger>>,
     url: String,
 }
 
 impl Drop for RefreshClaim {
     fn drop(&mut self) {
-        if let Ok(mut hedger) = self.hedger.try_borrow_mut() {
-            hedger.end_refresh(&self.url);
-        }
+        isolate::with(|isolate| isolate.end_refresh(&self.url));
     }
 }

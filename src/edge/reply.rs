@@ -5,10 +5,11 @@ use serde::Serialize;
 use worker::{web_sys, Response};
 
 use super::body_watch;
-use super::race::{Outcome, RaceReport, INVALID_STATUS};
-use hedgehog_core::config::{ConfigError, Params};
-use hedgehog_core::hedger::LegRecord;
-use hedgehog_core::race::Leg;
+use super::isolate::Shared;
+use super::race::{Outcome, RaceReport};
+use hedgehog_core::config::ConfigError;
+use hedgehog_core::isolate::{leg_lines, public_leg, Completion};
+use hedgehog_core::observe::request_log::LegLine;
 use hedgehog_core::request::outbound::{connection_tokens, HOP_BY_HOP, REQUEST_ID_HEADER};
 
 /// Response header saying which leg answered: `none`, `primary` or `hedge`
@@ -16,25 +17,15 @@ use hedgehog_core::request::outbound::{connection_tokens, HOP_BY_HOP, REQUEST_ID
 /// concurrent identical request).
 pub(crate) const HEDGE_HEADER: &str = "x-hedge";
 
-/// One leg in a public error body: which origin (by its configured name),
-/// what it answered, and only the *kind* of failure: the runtime's error text
-/// can carry the origin's URL, so it stays in the logs.
-#[derive(Serialize)]
-struct LegJson<'a> {
-    leg: &'static str,
-    origin: &'a str,
-    status: Option<u16>,
-    failure: Option<&'static str>,
-    elapsed_ms: Option<f64>,
-    aborted: bool,
-}
-
 #[derive(Serialize)]
 struct ErrorJson<'a> {
     error: &'static str,
     message: String,
     request_id: &'a str,
-    legs: Vec<LegJson<'a>>,
+    /// Which origin each leg went to (by its configured name), what it
+    /// answered, and only the *kind* of failure: the runtime's text can
+    /// carry the origin's URL, so it stays in the logs.
+    legs: Vec<LegLine>,
 }
 
 /// The public body for a bad configuration: the keys at fault, never their
@@ -56,53 +47,40 @@ pub(crate) struct Timing {
     pub(crate) now_ms: f64,
 }
 
-/// What the client gets for a finished race.
+/// What the client gets for a finished race, as the isolate's completion says.
 pub(crate) fn race_response(
-    params: &Params,
+    isolate: &Shared,
     report: RaceReport,
     request_id: &str,
+    done: &Completion,
     timing: Timing,
 ) -> worker::Result<web_sys::Response> {
-    let state = &report.state;
-    let x_hedge = match (&report.outcome, state.hedge_sent()) {
-        (Outcome::Won(leg, _), true) => leg.as_str(),
-        (Outcome::BothFailed(Some(_)), true) => "failed",
-        _ => "none",
-    };
-    let server_timing = server_timing(params, &report, timing);
-    let hedge = state.hedge_sent().then(|| state.leg(Leg::Hedge));
-    let error = |status, error, message, hedge: Option<&LegRecord>| {
-        let mut legs = vec![leg_json(
-            params,
-            Leg::Primary,
-            state.leg(Leg::Primary),
-            timing.now_ms,
-        )];
-        if let Some(h) = hedge {
-            legs.push(leg_json(params, Leg::Hedge, h, timing.now_ms));
-        }
-        let x_hedge = if hedge.is_some() { "failed" } else { "none" };
+    let error = |status, error, message: String| {
+        let legs = {
+            let isolate = isolate.borrow();
+            leg_lines(isolate.params(), &report.state, timing.now_ms)
+        };
         let body = ErrorJson {
             error,
             message,
             request_id,
-            legs,
+            legs: legs.into_iter().map(public_leg).collect(),
         };
         json_response(
             status,
             &body,
             &[
-                (HEDGE_HEADER, x_hedge),
-                ("server-timing", &server_timing),
+                (HEDGE_HEADER, done.x_hedge),
+                ("server-timing", &done.server_timing),
                 (REQUEST_ID_HEADER, request_id),
             ],
         )
     };
     match &report.outcome {
-        Outcome::Won(_, response)
+        Outcome::Won(response)
         | Outcome::PrimaryFailed(Some(response))
         | Outcome::BothFailed(Some((_, response))) => {
-            let body = match (response.body(), params.body_idle_timeout_ms) {
+            let body = match (response.body(), done.body_idle_timeout_ms) {
                 (Some(body), Some(idle_ms)) => Some(body_watch::watch(
                     response,
                     body,
@@ -111,19 +89,23 @@ pub(crate) fn race_response(
                 )?),
                 (body, _) => body,
             };
-            decorate(response, body, x_hedge, &server_timing, request_id)
+            decorate(
+                response,
+                body,
+                done.x_hedge,
+                &done.server_timing,
+                request_id,
+            )
         }
         Outcome::PrimaryFailed(None) => error(
             502,
             "origin_unreachable",
             "the origin could not be reached and no hedge was allowed".into(),
-            None,
         ),
         Outcome::BothFailed(None) => error(
             502,
             "all_legs_failed",
             "both the primary and the hedge failed".into(),
-            hedge,
         ),
         Outcome::ClientGone => client_gone(request_id),
         Outcome::TimedOut => error(
@@ -131,9 +113,8 @@ pub(crate) fn race_response(
             "origin_timeout",
             format!(
                 "no origin answered within {} ms (HEDGE_TIMEOUT_MS)",
-                params.timeout_ms
+                done.timeout_ms
             ),
-            hedge,
         ),
     }
 }
@@ -314,48 +295,6 @@ pub(crate) fn json_response<T: Serialize>(
     Ok(response)
 }
 
-fn server_timing(params: &Params, report: &RaceReport, timing: Timing) -> String {
-    let mut parts = Vec::new();
-    let state = &report.state;
-    let answered = match &report.outcome {
-        Outcome::Won(leg, _) | Outcome::BothFailed(Some((leg, _))) => Some(*leg),
-        Outcome::PrimaryFailed(Some(_)) => Some(Leg::Primary),
-        _ => None,
-    };
-    if let Some(leg) = answered {
-        let winner = state.leg(leg);
-        if let Some(elapsed) = winner.elapsed_ms(timing.now_ms) {
-            parts.push(format!(
-                "origin;dur={elapsed:.1};desc=\"{}\"",
-                params.origins[winner.origin].name
-            ));
-        }
-    }
-    // Every leg failed and this is an origin's own failure answer: whose.
-    let failed = matches!(
-        report.outcome,
-        Outcome::BothFailed(Some(_)) | Outcome::PrimaryFailed(Some(_))
-    );
-    if let (true, Some(leg)) = (failed, answered) {
-        parts.push(format!("origin-failure;desc=\"{}\"", leg.as_str()));
-    }
-    if let Some(choice) = state.plan.delay {
-        parts.push(format!(
-            "hedge-delay;dur={:.1};desc=\"{}\"",
-            choice.delay_ms,
-            choice.basis.as_str()
-        ));
-    }
-    if let (true, Some(cause)) = (state.hedge_sent(), state.hedge_cause) {
-        parts.push(format!("hedge;desc=\"{}\"", cause.as_str()));
-    }
-    if let Some(reason) = state.no_hedge {
-        parts.push(format!("hedge-skip;desc=\"{}\"", reason.as_str()));
-    }
-    parts.push(format!("total;dur={:.1}", timing.now_ms - timing.start_ms));
-    parts.join(", ")
-}
-
 /// The origin's response, body streaming, with our headers added. A fetched
 /// response's headers are immutable, so it is re-wrapped: the runtime copies
 /// status and headers natively and the body stream passes through untouched.
@@ -399,21 +338,4 @@ pub(crate) fn drop_hop_by_hop(
 /// Statuses whose responses carry no body (Fetch standard "null body status").
 pub(crate) fn null_body_status(status: u16) -> bool {
     matches!(status, 101 | 103 | 204 | 205 | 304)
-}
-
-fn leg_json<'a>(params: &'a Params, leg: Leg, report: &'a LegRecord, now_ms: f64) -> LegJson<'a> {
-    LegJson {
-        leg: leg.as_str(),
-        origin: &params.origins[report.origin].name,
-        status: report.status,
-        failure: report.error.as_ref().map(|e| {
-            if e.starts_with(INVALID_STATUS) {
-                "invalid_status"
-            } else {
-                "unreachable"
-            }
-        }),
-        elapsed_ms: report.elapsed_ms(now_ms),
-        aborted: report.aborted,
-    }
 }

@@ -31,8 +31,7 @@ pub(crate) struct HeldClaim {
 
 impl HeldClaim {
     fn try_add(&mut self, bytes: u64) -> bool {
-        let ok = isolate::with_ready(|ready| ready.hedger.borrow_mut().held_bodies.try_hold(bytes))
-            .unwrap_or(false);
+        let ok = isolate::with(|isolate| isolate.hold_body_bytes(bytes)).unwrap_or(false);
         if ok {
             self.bytes += bytes;
         }
@@ -44,7 +43,7 @@ impl Drop for HeldClaim {
     fn drop(&mut self) {
         let bytes = self.bytes;
         if bytes > 0 {
-            isolate::with_ready(|ready| ready.hedger.borrow_mut().held_bodies.release(bytes));
+            isolate::with(|isolate| isolate.release_body_bytes(bytes));
         }
     }
 }

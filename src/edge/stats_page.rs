@@ -1,104 +1,16 @@
 //! The stats endpoint: what this isolate knows, as JSON, behind a bearer
 //! token. Served only when a token is configured; compared in constant time.
 
-use serde::Serialize;
+use std::rc::Rc;
+
 use worker::js_sys::{ArrayBuffer, WebAssembly};
 use worker::wasm_bindgen::JsCast;
 use worker::web_sys;
 
-use super::{isolate, reply};
-use hedgehog_core::admission::health::BudgetLevel;
-use hedgehog_core::config::HedgePolicy;
-use hedgehog_core::config::Params;
-use hedgehog_core::estimation::delay_policy::{choose_delay, DelayBasis, DelayChoice, HedgeMode};
-use hedgehog_core::estimation::estimator::Estimates;
-use hedgehog_core::observe::route_stats::{bearer_matches, RouteCounters};
-
-#[derive(Serialize)]
-struct StatsJson<'a> {
-    /// The quantile the adaptive delay hedges at.
-    hedge_quantile: f64,
-    /// Size of this isolate's wasm linear memory (the Rust heap lives there;
-    /// it grows in 64 KiB pages and never shrinks).
-    wasm_memory_bytes: f64,
-    budget_tokens: f64,
-    /// Request-body bytes held for replay now, and the most ever at once
-    /// (capped by HEDGE_MAX_HELD_BODY_BYTES).
-    held_body_bytes: u64,
-    held_body_bytes_peak: u64,
-    origins: Vec<OriginJson<'a>>,
-    routes: Vec<RouteJson<'a>>,
-    /// Requests on route keys beyond the tracked bound.
-    untracked_routes: CountersJson,
-    pop: PopJson,
-}
-
-#[derive(Serialize)]
-struct OriginJson<'a> {
-    name: &'a str,
-    zone: Option<&'a str>,
-    degraded: bool,
-    /// What its 5xx rate allows hedging to and from it: full, reduced, stopped.
-    hedge_budget: &'static str,
-    /// Tokens in its reduced bucket (spent while the budget is reduced).
-    reduced_budget_tokens: f64,
-    /// Requests over the health window, and their 5xx and failure rates.
-    window_requests: u64,
-    window_5xx_rate: Option<f64>,
-    window_failure_rate: Option<f64>,
-    /// The PoP-wide 5xx rate from the aggregator, while fresh and over
-    /// enough answers; the budget level is the stricter of the two.
-    pop_5xx_rate: Option<f64>,
-    /// The origin-wide local quantile in use, ms.
-    local_quantile_ms: Option<f64>,
-    local_samples: u64,
-}
-
-#[derive(Serialize)]
-struct RouteJson<'a> {
-    origin: &'a str,
-    route: &'a str,
-    local_quantile_ms: Option<f64>,
-    local_samples: u64,
-    pop_quantile_ms: Option<f64>,
-    pop_samples: u64,
-    /// The hedge delay a request on this route would get now, and its basis
-    /// (route, blend, pop, origin, cold, static, retry); none when hedging is off.
-    hedge_delay_ms: Option<f64>,
-    delay_basis: Option<&'static str>,
-    /// With a delay by predicted benefit: the share of requests expected to
-    /// get a hedge (the expected extra load), and the mean of the slowest 1%
-    /// predicted with that delay and without hedging.
-    predicted_hedge_share: Option<f64>,
-    predicted_tail_ms: Option<f64>,
-    unhedged_tail_ms: Option<f64>,
-    #[serde(flatten)]
-    counters: CountersJson,
-}
-
-#[derive(Serialize)]
-struct CountersJson {
-    requests: u64,
-    hedges_sent: u64,
-    hedges_won: u64,
-    /// Hedges won per hedge sent.
-    win_ratio: Option<f64>,
-    errors: u64,
-    /// Origin work on legs cut short (losers, timeouts), ms.
-    wasted_origin_ms: f64,
-    /// That work as a share of all origin work on these requests.
-    wasted_origin_fraction: Option<f64>,
-}
-
-#[derive(Serialize)]
-struct PopJson {
-    enabled: bool,
-    pushes_succeeded: u64,
-    pushes_failed: u64,
-    failing_in_a_row: u32,
-    last_push_bytes: u64,
-    over_budget: bool,
-}
+use super::clock::now_ms;
+use super::isolate::Shared;
+use super::reply;
+use hedgehog_core::observe::route_stats::bearer_matches;
 
 fn wasm_memory_bytes() -> f64 {
     worker::wasm_bindgen::memory()
@@ -108,126 +20,25 @@ fn wasm_memory_bytes() -> f64 {
         .map_or(0.0, |b| f64::from(b.byte_length()))
 }
 
-fn counters(c: &RouteCounters) -> CountersJson {
-    CountersJson {
-        requests: c.requests,
-        hedges_sent: c.hedges_sent,
-        hedges_won: c.hedges_won,
-        win_ratio: (c.hedges_sent > 0).then(|| c.hedges_won as f64 / c.hedges_sent as f64),
-        errors: c.errors,
-        wasted_origin_ms: c.wasted_ms,
-        wasted_origin_fraction: (c.origin_ms > 0.0).then(|| c.wasted_ms / c.origin_ms),
-    }
-}
-
-/// The stats response for a request to the stats path, or `None` when the
-/// path is not served (no token configured).
+/// The stats response for a request to the stats path (served only when a
+/// token is configured: the isolate routes here only then).
 pub(crate) fn respond(
-    params: &Params,
+    shared: &Shared,
     method: &str,
     authorization: Option<&str>,
     request_id: &str,
-    now_ms: f64,
-) -> Option<worker::Result<web_sys::Response>> {
-    let token = params.stats.token.as_ref()?;
+) -> worker::Result<web_sys::Response> {
+    let mut isolate = shared.borrow_mut();
+    let params = Rc::clone(isolate.params());
+    let Some(token) = params.stats.token.as_ref() else {
+        return reply::internal_error(request_id);
+    };
     if !bearer_matches(authorization, token.expose()) {
-        return Some(reply::unauthorized(request_id));
+        return reply::unauthorized(request_id);
     }
     if method != "GET" {
-        return Some(reply::method_not_allowed("GET", request_id));
+        return reply::method_not_allowed("GET", request_id);
     }
-    let q = params.delay.quantile;
-    let body = isolate::with_ready(|ready| {
-        let mut hedger = ready.hedger.borrow_mut();
-        let h = &mut *hedger;
-        let origins = params
-            .origins
-            .iter()
-            .enumerate()
-            .map(|(i, o)| {
-                let e = h.estimator.estimates(i, "", q, now_ms).origin;
-                let gate = h.gate.origin_snapshot(i, now_ms);
-                OriginJson {
-                    name: &o.name,
-                    zone: o.zone.as_deref(),
-                    degraded: gate.is_some_and(|g| !g.healthy),
-                    hedge_budget: gate.map_or(BudgetLevel::Full, |g| g.budget).as_str(),
-                    reduced_budget_tokens: gate.map_or(0.0, |g| g.reduced_budget_tokens),
-                    window_requests: gate.map_or(0, |g| g.window.requests),
-                    window_5xx_rate: gate.and_then(|g| g.window.server_error_rate),
-                    window_failure_rate: gate.and_then(|g| g.window.failure_rate),
-                    pop_5xx_rate: h.gate.pop_5xx_rate(i, now_ms),
-                    local_quantile_ms: e.map(|e| e.value_ms),
-                    local_samples: e.map_or(0, |e| e.samples),
-                }
-            })
-            .collect();
-        // Copied out first: the benefit look-up needs the whole Hedger.
-        let keys: Vec<((usize, String), RouteCounters)> = (h.route_stats.keys())
-            .map(|(key, c)| (key.clone(), *c))
-            .collect();
-        let routes = keys
-            .iter()
-            .map(|((origin, route), c)| {
-                let estimates = Estimates {
-                    pop: h.pop.estimate(*origin, route, now_ms),
-                    ..h.estimator.estimates(*origin, route, q, now_ms)
-                };
-                let (local, pop) = (estimates.route, estimates.pop);
-                let benefit = match (params.mode, params.policy) {
-                    (HedgeMode::Adaptive, HedgePolicy::TailAware) => {
-                        h.benefit(*origin, route, now_ms)
-                    }
-                    _ => None,
-                };
-                let delay = match benefit {
-                    Some(b) => Some(DelayChoice {
-                        delay_ms: b
-                            .delay_ms
-                            .clamp(params.delay.min_delay_ms, params.delay.max_delay_ms),
-                        basis: DelayBasis::Benefit,
-                    }),
-                    None => choose_delay(params.mode, &params.delay, &estimates),
-                };
-                RouteJson {
-                    origin: params.origins.get(*origin).map_or("?", |o| o.name.as_str()),
-                    route,
-                    local_quantile_ms: local.map(|e| e.value_ms),
-                    local_samples: local.map_or(0, |e| e.samples),
-                    pop_quantile_ms: pop.map(|e| e.value_ms),
-                    pop_samples: pop.map_or(0, |e| e.samples),
-                    hedge_delay_ms: delay.map(|d| d.delay_ms),
-                    delay_basis: delay.map(|d| d.basis.as_str()),
-                    predicted_hedge_share: benefit.map(|b| b.hedge_share),
-                    predicted_tail_ms: benefit.map(|b| b.tail_ms),
-                    unhedged_tail_ms: benefit.map(|b| b.unhedged_tail_ms),
-                    counters: counters(c),
-                }
-            })
-            .collect();
-        let push = h.pop.counts();
-        let json = StatsJson {
-            hedge_quantile: q,
-            wasm_memory_bytes: wasm_memory_bytes(),
-            budget_tokens: h.gate.budget_tokens(now_ms),
-            held_body_bytes: h.held_bodies.held(),
-            held_body_bytes_peak: h.held_bodies.peak(),
-            origins,
-            routes,
-            untracked_routes: counters(h.route_stats.overflow()),
-            pop: PopJson {
-                enabled: h.pop.enabled(),
-                pushes_succeeded: push.succeeded,
-                pushes_failed: push.failed,
-                failing_in_a_row: push.failing_in_a_row,
-                last_push_bytes: push.last_push_bytes,
-                over_budget: h.pop.over_budget(params.budget.percent / 100.0, now_ms),
-            },
-        };
-        serde_json::to_value(&json)
-    })?;
-    Some(match body {
-        Ok(value) => reply::json_response(200, &value, &[("cache-control", "no-store")]),
-        Err(e) => Err(worker::Error::RustError(e.to_string())),
-    })
+    let body = isolate.stats(wasm_memory_bytes(), now_ms());
+    reply::json_response(200, &body, &[("cache-control", "no-store")])
 }

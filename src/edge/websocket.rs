@@ -10,25 +10,16 @@ use worker::wasm_bindgen::JsCast;
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{console_error, js_sys, web_sys};
 
-use super::{isolate, reply};
-use hedgehog_core::config::Params;
-use hedgehog_core::request::outbound::{upstream_url, REQUEST_ID_HEADER};
+use super::reply;
+use hedgehog_core::request::outbound::REQUEST_ID_HEADER;
 
-/// Forwards the upgrade request `req` to the primary origin.
+/// Forwards the upgrade request `req` to `url` on the primary origin (the
+/// isolate chose it as it chooses every primary).
 pub(crate) async fn pass_through(
-    params: &Params,
     req: &web_sys::Request,
-    path: &str,
-    query: Option<&str>,
+    url: &str,
     request_id: &str,
 ) -> worker::Result<web_sys::Response> {
-    let now = js_sys::Date::now();
-    let primary = isolate::with_ready(|ready| ready.hedger.borrow_mut().gate.choose_primary(now))
-        .unwrap_or(0);
-    let Some(origin) = params.origins.get(primary) else {
-        return reply::internal_error(request_id);
-    };
-    let url = upstream_url(&origin.base_url, path, query);
     let headers = web_sys::Headers::new_with_headers(&req.headers())?;
     let hedge_headers: Vec<String> = headers
         .keys()
@@ -44,7 +35,7 @@ pub(crate) async fn pass_through(
     init.set_method(&req.method());
     init.set_headers(&headers);
     init.set_redirect(web_sys::RequestRedirect::Manual);
-    let request = match web_sys::Request::new_with_str_and_init(&url, &init) {
+    let request = match web_sys::Request::new_with_str_and_init(url, &init) {
         Ok(request) => request,
         Err(e) => {
             console_error!(
@@ -57,10 +48,7 @@ pub(crate) async fn pass_through(
     match JsFuture::from(global.fetch_with_request(&request)).await {
         Ok(response) => Ok(response.dyn_into::<web_sys::Response>()?),
         Err(e) => {
-            console_error!(
-                "hedgehog-edge: request {request_id}: upgrade to {} failed: {e:?}",
-                origin.name
-            );
+            console_error!("hedgehog-edge: request {request_id}: upgrade to {url} failed: {e:?}");
             reply::origin_unreachable(request_id)
         }
     }

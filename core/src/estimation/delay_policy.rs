@@ -1,6 +1,6 @@
 //! Chooses the hedge delay: how long the primary may run before a hedge is sent.
 
-use crate::estimation::estimator::Estimates;
+use crate::estimation::estimator::{Estimates, QuantileEstimate};
 
 /// How the hedge delay is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -23,6 +23,25 @@ pub enum HedgeMode {
     },
 }
 
+/// Which hedging policy runs (`HEDGE_POLICY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HedgePolicy {
+    /// Primaries by latency, stall detection, fast failures retried on a
+    /// peer past the failing origin's cut budget.
+    TailAware,
+    /// The previous policy: first-in-order primary, hedge at the quantile.
+    FixedQuantile,
+}
+
+impl HedgePolicy {
+    /// Whether a fast failure is retried on a peer even when the failing
+    /// origin's own 5xx-cut budget is spent (the retry takes load off it),
+    /// and failure retries and stall hedges may borrow from the budget.
+    pub fn hedges_urgently(self) -> bool {
+        self == HedgePolicy::TailAware
+    }
+}
+
 /// Settings for [`choose_delay`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DelayParams {
@@ -39,7 +58,7 @@ pub struct DelayParams {
     /// Samples needed before a measured quantile is trusted.
     pub min_data_points: u64,
     /// Local samples at which the local and PoP quantiles weigh the same
-    /// (see [`crate::pop::client::blend`]).
+    /// (see [`blend`]).
     pub pop_blend_samples: u64,
 }
 
@@ -113,18 +132,14 @@ pub fn choose_delay(
             basis: DelayBasis::Retry,
         }),
         HedgeMode::Adaptive => {
-            let trusted =
-                |basis, estimate: Option<crate::estimation::estimator::QuantileEstimate>| {
-                    estimate
-                        .filter(|e| e.samples >= params.min_data_points)
-                        .map(|e| (basis, e.value_ms))
-                };
+            let trusted = |basis, estimate: Option<QuantileEstimate>| {
+                estimate
+                    .filter(|e| e.samples >= params.min_data_points)
+                    .map(|e| (basis, e.value_ms))
+            };
             let pop = trusted(DelayBasis::Pop, estimates.pop).and_then(|_| {
-                let (value, weight) = crate::pop::client::blend(
-                    estimates.route,
-                    estimates.pop,
-                    params.pop_blend_samples,
-                )?;
+                let (value, weight) =
+                    blend(estimates.route, estimates.pop, params.pop_blend_samples)?;
                 let basis = if weight >= 0.5 {
                     DelayBasis::Blend
                 } else {
@@ -149,10 +164,25 @@ pub fn choose_delay(
     }
 }
 
+/// Blends the isolate's own quantile with the PoP's: the local estimate gets
+/// weight `n / (n + blend_samples)` for its `n` samples, so a cold isolate
+/// uses the PoP's, and its own takes over as its data grows (equal weight at
+/// `blend_samples` local samples, 90% at nine times that). `None` without a
+/// PoP estimate.
+pub fn blend(
+    local: Option<QuantileEstimate>,
+    pop: Option<QuantileEstimate>,
+    blend_samples: u64,
+) -> Option<(f64, f64)> {
+    let pop = pop?;
+    let (local_value, n) = local.map_or((0.0, 0), |l| (l.value_ms, l.samples));
+    let weight = n as f64 / (n as f64 + blend_samples.max(1) as f64);
+    Some((weight * local_value + (1.0 - weight) * pop.value_ms, weight))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimation::estimator::QuantileEstimate;
 
     const PARAMS: DelayParams = DelayParams {
         quantile: 0.95,
@@ -280,5 +310,24 @@ mod tests {
                 basis: DelayBasis::Static
             })
         );
+    }
+
+    #[test]
+    fn blend_moves_from_pop_to_local_as_local_data_grows() {
+        let pop = Some(QuantileEstimate {
+            value_ms: 100.0,
+            samples: 10_000,
+        });
+        let local = |samples| {
+            Some(QuantileEstimate {
+                value_ms: 200.0,
+                samples,
+            })
+        };
+        assert_eq!(blend(None, pop, 200), Some((100.0, 0.0)));
+        assert_eq!(blend(local(200), pop, 200), Some((150.0, 0.5)));
+        let (value, weight) = blend(local(1_800), pop, 200).unwrap();
+        assert!((weight - 0.9).abs() < 1e-12 && (value - 190.0).abs() < 1e-9);
+        assert_eq!(blend(local(50), None, 200), None);
     }
 }

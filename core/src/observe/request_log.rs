@@ -48,7 +48,10 @@ pub struct LegLine {
     pub origin: String,
     /// Response status, if it answered.
     pub status: Option<u16>,
-    /// Transport error, if any.
+    /// The kind of failure without an answer (`unreachable`, `invalid_status`).
+    pub failure: Option<&'static str>,
+    /// The runtime's error text (logs only: it can carry an origin's URL).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Milliseconds to its response headers (or until cut short).
     pub elapsed_ms: Option<f64>,

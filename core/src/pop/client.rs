@@ -283,22 +283,6 @@ pub fn origin_rates(reply: &PushReply, origin_names: &[String]) -> Vec<(usize, f
         .collect()
 }
 
-/// Blends the isolate's own quantile with the PoP's: the local estimate gets
-/// weight `n / (n + blend_samples)` for its `n` samples, so a cold isolate
-/// uses the PoP's, and its own takes over as its data grows (equal weight at
-/// `blend_samples` local samples, 90% at nine times that). `None` without a
-/// PoP estimate.
-pub fn blend(
-    local: Option<QuantileEstimate>,
-    pop: Option<QuantileEstimate>,
-    blend_samples: u64,
-) -> Option<(f64, f64)> {
-    let pop = pop?;
-    let (local_value, n) = local.map_or((0.0, 0), |l| (l.value_ms, l.samples));
-    let weight = n as f64 / (n as f64 + blend_samples.max(1) as f64);
-    Some((weight * local_value + (1.0 - weight) * pop.value_ms, weight))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,25 +424,6 @@ mod tests {
         assert!(!client.over_budget(0.25, 1.0));
         assert_eq!(client.estimate(0, "/r", 60_000.0), None);
         assert!(!client.over_budget(0.12, 60_000.0));
-    }
-
-    #[test]
-    fn blend_moves_from_pop_to_local_as_local_data_grows() {
-        let pop = Some(QuantileEstimate {
-            value_ms: 100.0,
-            samples: 10_000,
-        });
-        let local = |samples| {
-            Some(QuantileEstimate {
-                value_ms: 200.0,
-                samples,
-            })
-        };
-        assert_eq!(blend(None, pop, 200), Some((100.0, 0.0)));
-        assert_eq!(blend(local(200), pop, 200), Some((150.0, 0.5)));
-        let (value, weight) = blend(local(1_800), pop, 200).unwrap();
-        assert!((weight - 0.9).abs() < 1e-12 && (value - 190.0).abs() < 1e-9);
-        assert_eq!(blend(local(50), None, 200), None);
     }
 
     #[test]

@@ -9,11 +9,11 @@ use super::rng::Rng;
 use super::scenario::Scenario;
 use super::timeline::Timeline;
 use crate::config::{self, ConfigError};
-use crate::hedger::{Action, Hedger, RaceEnd, RaceIo, RaceState};
 use crate::pop::aggregate::PopAggregate;
 use crate::pop::client::origin_rates;
 use crate::pop::push::{Push, PushReply};
 use crate::race::Leg;
+use crate::race::{Action, Hedger, RaceEnd, RaceIo, RaceState};
 use crate::request::eligibility::Eligibility;
 
 /// One configuration to run: a name for the report and its `HEDGE_*` vars

@@ -11,7 +11,7 @@
 //!
 //! Native only: it is left out of the wasm build.
 //!
-//! [`Hedger`]: crate::hedger::Hedger
+//! [`Hedger`]: crate::race::Hedger
 
 mod engine;
 mod origin;

@@ -14,9 +14,8 @@ use worker::js_sys::{Reflect, Uint8Array};
 use worker::wasm_bindgen::JsValue;
 use worker::{console_warn, web_sys, Context, Delay, Env, Method, ObjectNamespace, RequestInit};
 
-use crate::edge::{isolate, now_ms};
-use hedgehog_core::config::Params;
-use hedgehog_core::pop::client::origin_rates;
+use crate::edge::clock::now_ms;
+use crate::edge::isolate::{self, Shared};
 use hedgehog_core::pop::push::PushReply;
 
 /// The Durable Object binding of the PoP aggregator (optional).
@@ -27,44 +26,34 @@ pub(crate) fn configured(env: &Env) -> bool {
     env.durable_object(POP_BINDING).is_ok()
 }
 
-/// Starts a push in the background if one is due.
-pub(crate) fn maybe_push(ctx: &Context, env: &Env, req: &web_sys::Request, params: &Params) {
-    let now = now_ms();
-    let names: Vec<String> = params.origins.iter().map(|o| o.name.clone()).collect();
-    let push = isolate::with_ready(|ready| {
-        let pop = &mut ready.hedger.borrow_mut().pop;
-        pop.push_due(now)
-            .then(|| pop.take_push(now, params.delay.quantile, &names))
-    })
-    .flatten();
-    let Some(push) = push else {
-        return;
-    };
+/// Sends `body`, a push the isolate found due, in the background; the
+/// reply goes back to the isolate.
+pub(crate) fn push(
+    ctx: &Context,
+    env: &Env,
+    req: &web_sys::Request,
+    shared: &Shared,
+    body: Vec<u8>,
+) {
     let Ok(namespace) = env.durable_object(POP_BINDING) else {
         return;
     };
-    let name = colo(req).unwrap_or_else(|| params.pop.fallback_name.clone());
-    let body = push.encode();
-    let timeout_ms = params.pop.timeout_ms;
+    let (name, timeout_ms) = {
+        let isolate = shared.borrow();
+        let pop = &isolate.params().pop;
+        let name = colo(req).unwrap_or_else(|| pop.fallback_name.clone());
+        (name, pop.timeout_ms)
+    };
     ctx.wait_until(async move {
         let bytes = body.len();
         let outcome = send(&namespace, &name, body, timeout_ms).await;
         let now = now_ms();
         match outcome {
             Ok(reply) => {
-                isolate::with_ready(|ready| {
-                    let h = &mut *ready.hedger.borrow_mut();
-                    h.pop.push_succeeded(&reply, bytes, now, &names);
-                    h.gate.note_pop_rates(&origin_rates(&reply, &names), now);
-                });
+                isolate::with(|isolate| isolate.push_succeeded(&reply, bytes, now));
             }
             Err(e) => {
-                let failures = isolate::with_ready(|ready| {
-                    let pop = &mut ready.hedger.borrow_mut().pop;
-                    pop.push_failed(now);
-                    pop.counts().failing_in_a_row
-                })
-                .unwrap_or(0);
+                let failures = isolate::with(|isolate| isolate.push_failed(now)).unwrap_or(0);
                 console_warn!(
                     "hedgehog-edge: PoP aggregator push failed ({failures} in a row, backing off): {e}"
                 );

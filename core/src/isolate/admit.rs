@@ -1,0 +1,239 @@
+//! What a request may do, decided once when it arrives: where it goes (the
+//! stats page, a WebSocket pass-through, the proxy), whether it is refused,
+//! and for the proxy its route, eligibility, cache use, coalescing role, how
+//! its body is handled and, when nothing has to be looked up first, its plan.
+
+use crate::cache::directives::Directives;
+use crate::cache::policy::{is_reserved_host, request_cacheable, CacheRequestFacts};
+use crate::race::RacePlan;
+use crate::request::coalesce::Role;
+use crate::request::eligibility::{Eligibility, NotHedgeableReason, RequestFacts};
+use crate::request::outbound::{
+    parse_traceparent, path_and_query, valid_request_id, TraceContext, REQUEST_ID_HEADER,
+};
+
+/// The request as the Worker received it. Headers are read through
+/// `header` only when a rule needs one: each read crosses into JavaScript.
+pub struct RequestHead<'a> {
+    /// The full request URL.
+    pub url: &'a str,
+    /// The method, as sent.
+    pub method: &'a str,
+    /// The runtime gave the request a body stream (possibly empty).
+    pub has_body: bool,
+    /// A request header by (lowercase) name.
+    pub header: &'a dyn Fn(&str) -> Option<String>,
+    /// A new random id (128 bits, hex), for a request or trace without one.
+    pub new_id: &'a dyn Fn() -> String,
+}
+
+impl std::fmt::Debug for RequestHead<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestHead")
+            .field("url", &self.url)
+            .field("method", &self.method)
+            .field("has_body", &self.has_body)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a request goes.
+#[derive(Debug)]
+pub enum Admit {
+    /// Refused before any origin or the cache is asked: a `400`.
+    Refused {
+        /// What is wrong, for the client.
+        message: &'static str,
+        /// The request's id.
+        request_id: String,
+    },
+    /// The stats endpoint (configured, with a token).
+    Stats {
+        /// The request's id.
+        request_id: String,
+    },
+    /// A WebSocket upgrade: passed through to the primary as it is, never
+    /// hedged, cached or coalesced.
+    WebSocket {
+        /// The request's id.
+        request_id: String,
+        /// The origin it goes to.
+        origin: usize,
+        /// The URL on that origin.
+        url: String,
+    },
+    /// Proxied (boxed: it is large, the others small).
+    Proxy(Box<Admission>),
+}
+
+/// How a proxied request's body is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyPlan {
+    /// No body to forward.
+    Empty,
+    /// A GET or HEAD with a body stream: read and dropped; any byte in it
+    /// (or `refuse` already, for a `Content-Length` above zero) makes it a `400`.
+    Drain {
+        /// Refused whatever the stream holds.
+        refuse: bool,
+    },
+    /// Held in memory up to `cap` bytes for the hedge to resend.
+    Hold {
+        /// At most this many bytes (`HEDGE_MAX_BODY_BYTES`).
+        cap: u64,
+    },
+    /// Forwarded once, streamed.
+    Stream,
+}
+
+/// What a proxied request may do before its race.
+#[derive(Debug)]
+pub struct Admission {
+    /// The request's id (the client's, if valid; else new).
+    pub request_id: String,
+    /// The client's trace, or a new unsampled one.
+    pub trace: TraceContext,
+    /// The method, as sent.
+    pub method: String,
+    /// The client's path.
+    pub path: String,
+    /// The client's query, without `?`.
+    pub query: Option<String>,
+    /// The route key its latency is recorded under.
+    pub route: String,
+    /// Whether, and how, it may be hedged.
+    pub eligibility: Eligibility,
+    /// The request's cache directives, when the cache may answer it.
+    pub cache: Option<Directives>,
+    /// Lead a coalesced fetch, wait on one, or go alone.
+    pub role: Role,
+    /// Look in the cache first.
+    pub look_up_cache: bool,
+    /// How its body is handled.
+    pub body: BodyPlan,
+    /// Its race's plan, once made (at once when nothing is looked up first).
+    pub plan: Option<RacePlan>,
+    /// When it arrived.
+    pub started_ms: f64,
+}
+
+impl Admission {
+    /// The body outgrew a cap: it goes once, streamed, and is not hedged.
+    pub fn not_hedgeable(&mut self, reason: NotHedgeableReason) {
+        self.eligibility = Eligibility::NotHedgeable(reason);
+        self.body = BodyPlan::Stream;
+    }
+}
+
+/// The request's id, and its path and query: the facts every route needs.
+pub(super) struct Target<'a> {
+    pub(super) request_id: String,
+    pub(super) path: &'a str,
+    pub(super) query: Option<&'a str>,
+}
+
+/// Reads the request id and splits the URL; `Err` for a request refused
+/// before anything else (an unparsable URL, a reserved host).
+pub(super) fn target<'a>(head: &RequestHead<'a>) -> Result<Target<'a>, Admit> {
+    let header = head.header;
+    let request_id =
+        valid_request_id(header(REQUEST_ID_HEADER).as_deref()).unwrap_or_else(|| (head.new_id)());
+    let Some((path, query)) = path_and_query(head.url) else {
+        return Err(Admit::Refused {
+            message: "the request URL could not be parsed",
+            request_id,
+        });
+    };
+    // The Worker keys its own cache entries under `.invalid` hosts: a request
+    // naming one could read or plant them, so none gets near the cache or an origin.
+    if is_reserved_host(head.url) {
+        return Err(Admit::Refused {
+            message: "the request names a reserved host (.invalid)",
+            request_id,
+        });
+    }
+    Ok(Target {
+        request_id,
+        path,
+        query,
+    })
+}
+
+/// The facts of a proxied request's body and its eligibility rules' input.
+pub(super) struct BodyFacts {
+    pub(super) content_length: Option<u64>,
+    pub(super) body: BodyPlan,
+    /// Whether a body is forwarded at all (GET/HEAD bodies never are).
+    pub(super) has_body: bool,
+}
+
+/// GET and HEAD carry no body. Clients often send `Content-Length: 0` or an
+/// empty chunked body anyway: that is dropped. A real body is the client's
+/// error, answered 400, never sent on to blame an origin.
+pub(super) fn body_facts(head: &RequestHead<'_>) -> Result<BodyFacts, &'static str> {
+    let content_length = match (head.header)("content-length") {
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(n) => Some(n),
+            Err(_) => return Err("Content-Length is not a number"),
+        },
+        None => None,
+    };
+    let bodyless =
+        head.method.eq_ignore_ascii_case("GET") || head.method.eq_ignore_ascii_case("HEAD");
+    let body = match (bodyless, head.has_body) {
+        (true, true) => BodyPlan::Drain {
+            refuse: content_length.is_some_and(|n| n > 0),
+        },
+        (_, false) => BodyPlan::Empty,
+        (false, true) => BodyPlan::Stream,
+    };
+    Ok(BodyFacts {
+        content_length,
+        body,
+        has_body: head.has_body && !bodyless,
+    })
+}
+
+/// The eligibility rules' input for `head`.
+pub(super) fn request_facts<'a>(
+    head: &'a RequestHead<'a>,
+    body: &BodyFacts,
+    idempotency_header: Option<&str>,
+) -> RequestFacts<'a> {
+    RequestFacts {
+        method: head.method,
+        has_idempotency_key: idempotency_header
+            .and_then(|name| (head.header)(name))
+            .is_some_and(|v| !v.trim().is_empty()),
+        content_length: body.content_length,
+        has_body: body.has_body,
+        is_upgrade: (head.header)("upgrade").is_some(),
+    }
+}
+
+/// The request's cache directives when the cache may answer it.
+pub(super) fn cache_directives(head: &RequestHead<'_>, has_body: bool) -> Option<Directives> {
+    let header = head.header;
+    if has_body {
+        return None;
+    }
+    request_cacheable(&CacheRequestFacts {
+        method: head.method,
+        has_credentials: header("authorization").is_some() || header("cookie").is_some(),
+        cache_control: header("cache-control").as_deref(),
+        pragma: header("pragma").as_deref(),
+    })
+}
+
+/// The client's trace if it sent a valid one; else a new, unsampled trace.
+pub(super) fn trace(head: &RequestHead<'_>) -> TraceContext {
+    parse_traceparent((head.header)("traceparent").as_deref()).unwrap_or_else(|| TraceContext {
+        trace_id: (head.new_id)(),
+        flags: "00".to_string(),
+    })
+}
+
+/// A WebSocket upgrade request.
+pub(super) fn is_websocket(head: &RequestHead<'_>) -> bool {
+    (head.header)("upgrade").is_some_and(|u| u.trim().eq_ignore_ascii_case("websocket"))
+}

@@ -1,0 +1,239 @@
+//! What follows a finished race, decided in one place: what the client is
+//! told (`x-hedge`, `Server-Timing`), whether a stale copy stands in for a
+//! failure, what the cache keeps, and the request's log line.
+
+use crate::cache::freshness::{FreshnessHeaders, StoredMeta};
+use crate::cache::policy::{may_be_stored, storable, CacheResponseFacts, STORED_STATUSES};
+use crate::config::Params;
+use crate::observe::request_log::{LegLine, LogLevel, RequestLine};
+use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
+use crate::request::outbound::TraceContext;
+
+/// The answer a race ended with, as the Worker sees it.
+pub struct Answer<'a> {
+    /// The kept leg's response status (`None` without a response).
+    pub status: Option<u16>,
+    /// A header of that response, by lowercase name (read only as needed).
+    pub header: &'a dyn Fn(&str) -> Option<String>,
+    /// A stale entry that `stale-if-error` lets stand in for a failure.
+    pub stale_if_error: bool,
+    /// An analytics dataset is bound (it takes the log line's fields).
+    pub analytics: bool,
+}
+
+impl std::fmt::Debug for Answer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Answer")
+            .field("status", &self.status)
+            .field("stale_if_error", &self.stale_if_error)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the Worker does with a finished race.
+#[derive(Debug)]
+pub struct Completion {
+    /// Serve the stale entry instead of the failure (RFC 5861 `stale-if-error`).
+    pub rescue: bool,
+    /// Store the answer with this freshness, kept this many seconds.
+    pub store: Option<(StoredMeta, u64)>,
+    /// A successful write: the stored entries it names are invalidated.
+    pub invalidate: bool,
+    /// The `x-hedge` value: `none`, `primary`, `hedge`, `failed`, `stale`.
+    pub x_hedge: &'static str,
+    /// The `Server-Timing` value.
+    pub server_timing: String,
+    /// The log line, less the final status, when it is logged or analysed.
+    pub log: Option<RequestLine>,
+    /// A PoP push to send in the background, encoded.
+    pub push: Option<Vec<u8>>,
+    /// Which lines are logged (by the final status).
+    pub log_level: LogLevel,
+    /// The race's timeout, for the 504's message.
+    pub timeout_ms: f64,
+    /// How long the answer's body may stay silent (`HEDGE_BODY_IDLE_TIMEOUT_MS`).
+    pub body_idle_timeout_ms: Option<f64>,
+}
+
+/// The leg whose HTTP answer goes to the client, if any.
+pub(super) fn answered_leg(state: &RaceState) -> Option<Leg> {
+    (state.end)
+        .and_then(RaceEnd::kept_leg)
+        .filter(|leg| state.leg(*leg).status.is_some())
+}
+
+/// `x-hedge` for a race that ended with `end`.
+pub(super) fn x_hedge(state: &RaceState, rescue: bool) -> &'static str {
+    match (state.end, state.hedge_sent()) {
+        _ if rescue => "stale",
+        (Some(RaceEnd::Won(leg)), true) => leg.as_str(),
+        (Some(RaceEnd::BothFailed { .. } | RaceEnd::TimedOut), true) => "failed",
+        _ => "none",
+    }
+}
+
+/// The answer's freshness if the cache may keep it: requested at
+/// `requested_ms`, answered at `answered_ms`. The cheap refusals come first:
+/// each header read crosses into JavaScript, and most answers are not storable.
+pub fn response_freshness(
+    status: u16,
+    header: &dyn Fn(&str) -> Option<String>,
+    requested_ms: f64,
+    answered_ms: f64,
+) -> Option<(StoredMeta, u64)> {
+    if !STORED_STATUSES.contains(&status) {
+        return None;
+    }
+    let (cc, cdn, cf, expires) = (
+        header("cache-control"),
+        header("cdn-cache-control"),
+        header("cloudflare-cdn-cache-control"),
+        header("expires"),
+    );
+    if !may_be_stored(
+        status,
+        cc.as_deref(),
+        cdn.as_deref(),
+        cf.as_deref(),
+        expires.is_some(),
+    ) {
+        return None;
+    }
+    let (encoding, vary) = (header("content-encoding"), header("vary"));
+    let (date, age, etag, last_modified) = (
+        header("date"),
+        header("age"),
+        header("etag"),
+        header("last-modified"),
+    );
+    let facts = CacheResponseFacts {
+        status,
+        cache_control: cc.as_deref(),
+        cdn_cache_control: cdn.as_deref(),
+        cloudflare_cdn_cache_control: cf.as_deref(),
+        sets_cookie: header("set-cookie").is_some(),
+        content_encoding: encoding.as_deref(),
+        vary: vary.as_deref(),
+        freshness: FreshnessHeaders {
+            date: date.as_deref(),
+            age: age.as_deref(),
+            expires: expires.as_deref(),
+            etag: etag.as_deref(),
+            last_modified: last_modified.as_deref(),
+        },
+    };
+    let answered_s = answered_ms / 1000.0;
+    let meta = storable(&facts, requested_ms / 1000.0, answered_s)?;
+    Some((meta, meta.keep_secs(answered_s)))
+}
+
+/// The `Server-Timing` value of a race that ended at `now_ms`.
+pub(super) fn server_timing(
+    params: &Params,
+    state: &RaceState,
+    started_ms: f64,
+    now_ms: f64,
+) -> String {
+    let mut parts = Vec::new();
+    let answered = answered_leg(state);
+    if let Some(leg) = answered {
+        let winner = state.leg(leg);
+        if let (Some(elapsed), Some(origin)) =
+            (winner.elapsed_ms(now_ms), params.origins.get(winner.origin))
+        {
+            parts.push(format!("origin;dur={elapsed:.1};desc=\"{}\"", origin.name));
+        }
+    }
+    // Every leg failed and this is an origin's own failure answer: whose.
+    let failed = matches!(
+        state.end,
+        Some(RaceEnd::BothFailed { .. } | RaceEnd::PrimaryFailed)
+    );
+    if let (true, Some(leg)) = (failed, answered) {
+        parts.push(format!("origin-failure;desc=\"{}\"", leg.as_str()));
+    }
+    if let Some(choice) = state.plan.delay {
+        parts.push(format!(
+            "hedge-delay;dur={:.1};desc=\"{}\"",
+            choice.delay_ms,
+            choice.basis.as_str()
+        ));
+    }
+    if let (true, Some(cause)) = (state.hedge_sent(), state.hedge_cause) {
+        parts.push(format!("hedge;desc=\"{}\"", cause.as_str()));
+    }
+    if let Some(reason) = state.no_hedge {
+        parts.push(format!("hedge-skip;desc=\"{}\"", reason.as_str()));
+    }
+    parts.push(format!("total;dur={:.1}", now_ms - started_ms));
+    parts.join(", ")
+}
+
+/// One leg as a log line and in a public error body (`error` is dropped
+/// there with [`public_leg`]).
+pub fn leg_line(params: &Params, leg: Leg, record: &LegRecord, now_ms: f64) -> LegLine {
+    LegLine {
+        leg: leg.as_str(),
+        origin: params
+            .origins
+            .get(record.origin)
+            .map_or_else(String::new, |o| o.name.clone()),
+        status: record.status,
+        failure: record.failure_kind(),
+        error: record.error.clone(),
+        elapsed_ms: record.elapsed_ms(now_ms),
+        aborted: record.aborted,
+    }
+}
+
+/// A leg for a public body: the runtime's text stays in the logs.
+pub fn public_leg(mut line: LegLine) -> LegLine {
+    line.error = None;
+    line
+}
+
+/// The legs that ran, as lines.
+pub fn leg_lines(params: &Params, state: &RaceState, now_ms: f64) -> Vec<LegLine> {
+    let mut legs = vec![leg_line(
+        params,
+        Leg::Primary,
+        state.leg(Leg::Primary),
+        now_ms,
+    )];
+    if state.hedge_sent() {
+        legs.push(leg_line(params, Leg::Hedge, state.leg(Leg::Hedge), now_ms));
+    }
+    legs
+}
+
+/// What the request is known for when its race ends (`request_id`, its
+/// trace and method given); the status is filled in once the response is built.
+pub(super) fn log_line(
+    params: &Params,
+    state: &RaceState,
+    request: (&str, &TraceContext, &str),
+    answered_by: &'static str,
+    total_ms: f64,
+    now_ms: f64,
+) -> RequestLine {
+    let (request_id, trace, method) = request;
+    let plan = &state.plan;
+    RequestLine {
+        level: "info",
+        request_id: request_id.to_string(),
+        trace_id: trace.trace_id.clone(),
+        method: method.to_string(),
+        route: plan.route.clone(),
+        status: 0,
+        answered_by: answered_by.to_string(),
+        total_ms,
+        hedge_delay_ms: plan.delay.map(|d| d.delay_ms),
+        delay_basis: plan.delay.map(|d| d.basis.as_str()),
+        hedge_sent: state.hedge_sent(),
+        hedge_cause: (state.hedge_cause)
+            .filter(|_| state.hedge_sent())
+            .map(|cause| cause.as_str()),
+        hedge_skip: state.no_hedge.map(|reason| reason.as_str()),
+        legs: leg_lines(params, state, now_ms),
+    }
+}

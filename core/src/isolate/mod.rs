@@ -1,0 +1,418 @@
+//! The isolate: everything one Worker isolate knows and decides, behind a
+//! few calls that make a request's pipeline.
+//!
+//! A proxied request crosses in at most a handful of places:
+//! [`Isolate::admit`] (where it goes, its route, eligibility, cache use,
+//! coalescing role and, when nothing is looked up first, its plan),
+//! [`Isolate::judge_entry`] (only when the cache holds an entry for it),
+//! [`Isolate::plan`] (when the plan had to wait for the cache or the body),
+//! [`Isolate::start`] and [`Isolate::handle`] (the race, one call per event),
+//! and [`Isolate::complete`] (what the client is told, what the cache keeps,
+//! the log line, the PoP push). The Worker converts types and does the I/O.
+//!
+//! `admit.rs` holds the request rules, `complete.rs` what follows a race,
+//! `stats.rs` the stats page's view.
+
+mod admit;
+mod complete;
+mod stats;
+
+use std::collections::HashSet;
+use std::rc::Rc;
+
+pub use admit::{Admission, Admit, BodyPlan, RequestHead};
+pub use complete::{leg_line, leg_lines, public_leg, response_freshness, Answer, Completion};
+
+use crate::cache::freshness::{StoredMeta, Verdict};
+use crate::cache::invalidation::{invalidates, Invalidations};
+use crate::cache::policy::CacheRoutes;
+use crate::config::Params;
+use crate::observe::request_log::LogLevel;
+use crate::pop::client::origin_rates;
+use crate::pop::push::PushReply;
+use crate::race::{Hedger, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState};
+use crate::request::coalesce::{Coalescer, FlightId, FlightState, Role};
+use crate::request::eligibility::{eligibility, Eligibility};
+use crate::request::held_bodies::HeldBodies;
+use crate::request::outbound::upstream_url;
+use crate::request::route_key::route_key;
+
+/// Most background refreshes one isolate runs at once.
+pub const MAX_REFRESHES: usize = 256;
+
+/// Routes never seen to produce a storable response are looked up in the
+/// cache one request in this many.
+const CACHE_PROBE_EVERY: u64 = 64;
+
+/// What a stored entry may do for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryUse {
+    /// Serve it at this age; `refresh` when it is stale within
+    /// `stale-while-revalidate` and is refreshed in the background.
+    Serve {
+        /// Its age, seconds.
+        age_s: u64,
+        /// Stale, served while it is refreshed.
+        refresh: bool,
+    },
+    /// Too stale to serve: revalidate it; `if_error` when it may stand in
+    /// for a failed answer (`stale-if-error`).
+    Stale {
+        /// It may stand in for a failure.
+        if_error: bool,
+    },
+}
+
+/// Everything an isolate knows and decides. One per isolate; the Worker
+/// borrows it only between awaits.
+#[derive(Debug)]
+pub struct Isolate {
+    params: Rc<Params>,
+    /// The races' decisions and what they read and write.
+    hedger: Hedger,
+    /// The origins' names, for PoP pushes (built once, not per push).
+    origin_names: Vec<String>,
+    /// Which routes answer storably.
+    cache_routes: CacheRoutes,
+    /// Identical concurrent misses in flight.
+    coalescer: Coalescer,
+    /// Request-body bytes held for replay.
+    held_bodies: HeldBodies,
+    /// When each URL was last invalidated by a write.
+    invalidations: Invalidations,
+    /// Cache keys being refreshed in the background (stale-while-revalidate).
+    refreshes: HashSet<String>,
+}
+
+// === impl Isolate ===
+
+impl Isolate {
+    /// An isolate for `params` at `now_ms`; `pop_enabled` when the PoP
+    /// aggregator is bound; `seed` draws its random choices.
+    pub fn new(params: Params, pop_enabled: bool, now_ms: f64, seed: u64) -> Self {
+        let hedger = Hedger::new(params, pop_enabled, now_ms, seed);
+        let params = Rc::clone(hedger.params());
+        Self {
+            origin_names: params.origins.iter().map(|o| o.name.clone()).collect(),
+            cache_routes: CacheRoutes::new(CACHE_PROBE_EVERY),
+            coalescer: Coalescer::new(params.coalesce),
+            held_bodies: HeldBodies::new(params.max_held_body_bytes),
+            invalidations: Invalidations::new(),
+            refreshes: HashSet::new(),
+            hedger,
+            params,
+        }
+    }
+
+    /// The configuration (shared: cloning the `Rc` copies nothing).
+    pub fn params(&self) -> &Rc<Params> {
+        &self.params
+    }
+
+    /// Where a request arriving at `now_ms` goes and, for the proxy, what
+    /// it may do before its race.
+    pub fn admit(&mut self, head: &RequestHead<'_>, now_ms: f64) -> Admit {
+        let target = match admit::target(head) {
+            Ok(target) => target,
+            Err(refused) => return refused,
+        };
+        let request_id = target.request_id;
+        let p = Rc::clone(&self.params);
+        if target.path == p.stats.path && p.stats.token.is_some() {
+            return Admit::Stats { request_id };
+        }
+        if admit::is_websocket(head) {
+            let origin = self.hedger.choose_primary(now_ms);
+            let url = p.origins.get(origin).map_or_else(String::new, |o| {
+                upstream_url(&o.base_url, target.path, target.query)
+            });
+            return Admit::WebSocket {
+                request_id,
+                origin,
+                url,
+            };
+        }
+        let body = match admit::body_facts(head) {
+            Ok(body) => body,
+            Err(message) => {
+                return Admit::Refused {
+                    message,
+                    request_id,
+                }
+            }
+        };
+        let facts = admit::request_facts(head, &body, p.eligibility.idempotency_header.as_deref());
+        let decision = eligibility(&facts, &p.eligibility);
+        let route = route_key(target.path, &p.route_keys);
+        let cache = match p.cache {
+            true => admit::cache_directives(head, body.has_body),
+            false => None,
+        };
+        let body_plan = match (decision, body.body) {
+            (
+                Eligibility::Hedgeable {
+                    buffer_body: true, ..
+                },
+                BodyPlan::Stream,
+            ) => BodyPlan::Hold {
+                cap: p.eligibility.max_body_bytes,
+            },
+            (_, plan) => plan,
+        };
+        let (role, look_up_cache) = self.arrive(head.url, &route, cache.is_some(), now_ms);
+        let mut admission = Admission {
+            request_id,
+            trace: admit::trace(head),
+            method: head.method.to_string(),
+            path: target.path.to_string(),
+            query: target.query.map(str::to_string),
+            route,
+            eligibility: decision,
+            cache,
+            role,
+            look_up_cache,
+            body: body_plan,
+            plan: None,
+            started_ms: now_ms,
+        };
+        // Nothing to look up or read first: planned now, one call less.
+        if role == Role::Alone && !look_up_cache && body_plan == BodyPlan::Empty {
+            admission.plan = Some(self.plan(&mut admission));
+        }
+        Admit::Proxy(Box::new(admission))
+    }
+
+    /// Identical concurrent misses share one fetch only on routes whose
+    /// latest answer was storable: elsewhere a waiter would wait for the
+    /// leader only to fetch for itself.
+    fn arrive(&mut self, url: &str, route: &str, cacheable: bool, now_ms: f64) -> (Role, bool) {
+        if !cacheable {
+            return (Role::Alone, false);
+        }
+        let role = if self.cache_routes.should_coalesce(route) {
+            self.coalescer.join(url, now_ms)
+        } else {
+            Role::Alone
+        };
+        (role, self.cache_routes.should_lookup(route))
+    }
+
+    /// The admitted request's plan: made at admission, else now (for its
+    /// arrival time).
+    pub fn plan(&mut self, admission: &mut Admission) -> RacePlan {
+        match admission.plan.take() {
+            Some(plan) => plan,
+            None => (self.hedger).plan(
+                admission.eligibility,
+                &admission.route,
+                admission.started_ms,
+            ),
+        }
+    }
+
+    /// What the stored entry with `freshness` may do for the admitted
+    /// request; an entry that may be served counts as a storable answer.
+    /// `None` for a request the cache may not answer.
+    pub fn judge_entry(
+        &mut self,
+        admission: &Admission,
+        freshness: &StoredMeta,
+    ) -> Option<EntryUse> {
+        let directives = admission.cache.as_ref()?;
+        // The request's arrival time: one clock read less on the hit path.
+        let (age_s, refresh) = match freshness.verdict(directives, admission.started_ms / 1000.0) {
+            Verdict::Fresh { age_s } => (age_s, false),
+            Verdict::StaleWhileRevalidate { age_s } => (age_s, true),
+            Verdict::Stale { serve_on_error, .. } => {
+                return Some(EntryUse::Stale {
+                    if_error: serve_on_error,
+                })
+            }
+        };
+        self.cache_routes.learn(&admission.route);
+        Some(EntryUse::Serve { age_s, refresh })
+    }
+
+    /// The primary is sent at `now_ms`: the race begins.
+    pub fn start(&mut self, plan: RacePlan, now_ms: f64) -> RaceState {
+        self.hedger.start(plan, now_ms)
+    }
+
+    /// One event of a race, and what follows through `io`; `Some(end)` once
+    /// the race is over.
+    pub fn handle(
+        &mut self,
+        state: &mut RaceState,
+        event: RaceEvent,
+        now_ms: f64,
+        io: &mut impl RaceIo,
+    ) -> Option<RaceEnd> {
+        self.hedger.handle(state, event, now_ms, io)
+    }
+
+    /// What follows the admitted request's race (not for a client that
+    /// left), at `now_ms`, for `url`.
+    pub fn complete(
+        &mut self,
+        admission: &Admission,
+        state: &RaceState,
+        answer: &Answer<'_>,
+        url: &str,
+        now_ms: f64,
+    ) -> Completion {
+        let won = matches!(state.end, Some(RaceEnd::Won(_)));
+        let (client_error, origin_failed) = match (won, answer.status) {
+            // RFC 5861: the errors a stale-if-error copy may stand in for.
+            (true, Some(s)) => (s >= 500, matches!(s, 500 | 502 | 503 | 504)),
+            _ => (true, true),
+        };
+        let rescue = answer.stale_if_error && origin_failed;
+        self.hedger
+            .record_outcome(state, client_error && !rescue, now_ms);
+        let status = answer.status.filter(|_| won);
+        let invalidate = status.is_some_and(|s| invalidates(&admission.method, s));
+        let store = match (admission.cache.is_some() && !rescue, status) {
+            (true, Some(s)) => {
+                let fresh =
+                    complete::response_freshness(s, answer.header, admission.started_ms, now_ms)
+                        .filter(|_| !self.invalidations.since(url, admission.started_ms));
+                self.learn_storable(&admission.route, fresh.is_some());
+                fresh
+            }
+            _ => None,
+        };
+        let x_hedge = complete::x_hedge(state, rescue);
+        let total_ms = now_ms - admission.started_ms;
+        let log = (self.params.log_level != LogLevel::Off || answer.analytics).then(|| {
+            let request = (&*admission.request_id, &admission.trace, &*admission.method);
+            complete::log_line(&self.params, state, request, x_hedge, total_ms, now_ms)
+        });
+        let pop = &mut self.hedger.pop;
+        let push = pop.push_due(now_ms).then(|| {
+            pop.take_push(now_ms, self.params.delay.quantile, &self.origin_names)
+                .encode()
+        });
+        Completion {
+            log_level: self.params.log_level,
+            timeout_ms: self.params.timeout_ms,
+            body_idle_timeout_ms: self.params.body_idle_timeout_ms,
+            rescue,
+            store,
+            invalidate,
+            x_hedge,
+            server_timing: complete::server_timing(
+                &self.params,
+                state,
+                admission.started_ms,
+                now_ms,
+            ),
+            log,
+            push,
+        }
+    }
+
+    /// Whether a cacheable request on `route` was answered storably (a
+    /// store the cache then refused counts as not).
+    pub fn learn_storable(&mut self, route: &str, storable: bool) {
+        if storable {
+            self.cache_routes.learn(route);
+        } else {
+            self.cache_routes.learn_unstorable(route);
+        }
+    }
+
+    /// A write to each of `urls` succeeded at `now_ms`: a fetch begun before
+    /// it may not store its answer, and a coalesced flight for it takes no
+    /// new waiters (they would get the answer from before the write).
+    pub fn invalidate(&mut self, urls: &[String], now_ms: f64) {
+        for url in urls {
+            self.invalidations.record(url, now_ms);
+            self.coalescer.forget(url);
+        }
+    }
+
+    /// Whether an answer for `url` requested at `requested_ms` may be
+    /// stored: not when a write invalidated `url` since.
+    pub fn may_store(&self, url: &str, requested_ms: f64) -> bool {
+        !self.invalidations.since(url, requested_ms)
+    }
+
+    /// Claims the background refresh of cache key `key` and plans its
+    /// fetch at `now_ms`; `None` when one is already running (a stale entry
+    /// is refreshed once, however many requests it serves meanwhile) or too
+    /// many are.
+    pub fn begin_refresh(
+        &mut self,
+        key: &str,
+        admission: &Admission,
+        now_ms: f64,
+    ) -> Option<RacePlan> {
+        if self.refreshes.len() >= MAX_REFRESHES || self.refreshes.contains(key) {
+            return None;
+        }
+        self.refreshes.insert(key.to_string());
+        Some(
+            self.hedger
+                .plan(admission.eligibility, &admission.route, now_ms),
+        )
+    }
+
+    /// The background refresh of `key` is over.
+    pub fn end_refresh(&mut self, key: &str) {
+        self.refreshes.remove(key);
+    }
+
+    /// The leader of flight `id` for `key` stored its answer; waiters read it.
+    pub fn flight_stored(&mut self, key: &str, id: FlightId) {
+        self.coalescer.stored(key, id);
+    }
+
+    /// The leader of flight `id` is done without storing (no effect after
+    /// [`Isolate::flight_stored`]): waiters fetch for themselves.
+    pub fn flight_released(&mut self, key: &str, id: FlightId) {
+        self.coalescer.release(key, id);
+    }
+
+    /// How flight `id` for `key` stands at `now_ms`.
+    pub fn flight_state(&self, key: &str, id: FlightId, now_ms: f64) -> FlightState {
+        self.coalescer.state(key, id, now_ms)
+    }
+
+    /// Claims `bytes` more of the isolate's held-body cap; `false` when full.
+    pub fn hold_body_bytes(&mut self, bytes: u64) -> bool {
+        self.held_bodies.try_hold(bytes)
+    }
+
+    /// Gives back `bytes` of held body.
+    pub fn release_body_bytes(&mut self, bytes: u64) {
+        self.held_bodies.release(bytes);
+    }
+
+    /// The PoP aggregator answered a push of `bytes` bytes.
+    pub fn push_succeeded(&mut self, reply: &PushReply, bytes: usize, now_ms: f64) {
+        let names = &self.origin_names;
+        (self.hedger.pop).push_succeeded(reply, bytes, now_ms, names);
+        (self.hedger.gate).note_pop_rates(&origin_rates(reply, names), now_ms);
+    }
+
+    /// A push failed; how many have failed in a row.
+    pub fn push_failed(&mut self, now_ms: f64) -> u32 {
+        self.hedger.pop.push_failed(now_ms);
+        self.hedger.pop.counts().failing_in_a_row
+    }
+
+    /// What the stats page shows at `now_ms`.
+    pub fn stats(&mut self, wasm_memory_bytes: f64, now_ms: f64) -> serde_json::Value {
+        let params = &self.params;
+        stats::stats(
+            params,
+            &mut self.hedger,
+            &self.held_bodies,
+            wasm_memory_bytes,
+            now_ms,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,154 @@
+//! The isolate's pipeline, call by call, on a clock the test sets.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::race::{Leg, RaceEvent};
+
+fn isolate(extra: &[(&str, &str)]) -> Isolate {
+    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    vars.insert(
+        "HEDGE_ORIGINS".into(),
+        r#"[{"name":"a","url":"http://a"},{"name":"b","url":"http://b"}]"#.into(),
+    );
+    vars.insert("HEDGE_STATS_TOKEN".into(), "0123456789abcdef".into());
+    for (k, v) in extra {
+        vars.insert(k.to_string(), v.to_string());
+    }
+    Isolate::new(crate::config::parse(&vars).expect("valid"), false, 0.0, 1)
+}
+
+fn head<'a>(
+    url: &'a str,
+    method: &'a str,
+    header: &'a dyn Fn(&str) -> Option<String>,
+) -> RequestHead<'a> {
+    RequestHead {
+        url,
+        method,
+        has_body: false,
+        header,
+        new_id: &|| "00000000000000000000000000000001".to_string(),
+    }
+}
+
+fn no_headers(_: &str) -> Option<String> {
+    None
+}
+
+fn proxy(admit: Admit) -> Admission {
+    match admit {
+        Admit::Proxy(admission) => *admission,
+        other => panic!("not proxied: {other:?}"),
+    }
+}
+
+/// No I/O in between: the race's I/O is not needed for a primary that wins.
+struct NoIo;
+
+impl RaceIo for NoIo {
+    fn abort(&mut self, _: Leg) {}
+    fn send_hedge(&mut self, _: usize) -> bool {
+        false
+    }
+}
+
+#[test]
+fn an_uncacheable_get_is_planned_at_admission_and_completes_in_five_calls() {
+    let mut iso = isolate(&[("HEDGE_CACHE", "false")]);
+    let mut admission = proxy(iso.admit(&head("https://e/api/x", "GET", &no_headers), 0.0));
+    assert!(admission.plan.is_some(), "planned without another call");
+    let plan = iso.plan(&mut admission);
+    let mut race = iso.start(plan, 0.0);
+    let answered = RaceEvent::Answered(Leg::Primary, Ok(200));
+    assert_eq!(
+        iso.handle(&mut race, answered, 30.0, &mut NoIo),
+        Some(RaceEnd::Won(Leg::Primary))
+    );
+    let answer = Answer {
+        status: Some(200),
+        header: &no_headers,
+        stale_if_error: false,
+        analytics: false,
+    };
+    let done = iso.complete(&admission, &race, &answer, "https://e/api/x", 30.0);
+    assert_eq!(done.x_hedge, "none");
+    assert!(done.store.is_none() && !done.rescue && !done.invalidate);
+    assert!(done.server_timing.starts_with("origin;dur=30.0;desc=\""));
+    assert!(done.server_timing.ends_with("total;dur=30.0"));
+}
+
+#[test]
+fn refused_requests_reach_neither_cache_nor_origin() {
+    let mut iso = isolate(&[]);
+    let cl = |name: &str| (name == "content-length").then(|| "12x".to_string());
+    for (url, header) in [
+        (
+            "https://evil.invalid/x",
+            &no_headers as &dyn Fn(&str) -> Option<String>,
+        ),
+        ("https://e/x", &cl),
+    ] {
+        assert!(matches!(
+            iso.admit(&head(url, "GET", header), 0.0),
+            Admit::Refused { .. }
+        ));
+    }
+}
+
+#[test]
+fn the_stats_path_and_websockets_are_routed_apart() {
+    let mut iso = isolate(&[]);
+    assert!(matches!(
+        iso.admit(&head("https://e/__hedge/stats", "GET", &no_headers), 0.0),
+        Admit::Stats { .. }
+    ));
+    let upgrade = |name: &str| (name == "upgrade").then(|| "websocket".to_string());
+    match iso.admit(&head("https://e/ws?x=1", "GET", &upgrade), 0.0) {
+        Admit::WebSocket { url, .. } => assert!(url.ends_with("/ws?x=1"), "{url}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_get_with_a_body_is_drained_and_refused_by_its_length() {
+    let mut iso = isolate(&[]);
+    let cl = |name: &str| (name == "content-length").then(|| "5".to_string());
+    let mut with_body = head("https://e/x", "GET", &cl);
+    with_body.has_body = true;
+    let admission = proxy(iso.admit(&with_body, 0.0));
+    assert_eq!(admission.body, BodyPlan::Drain { refuse: true });
+    assert!(admission.plan.is_none(), "planned after the drain");
+}
+
+#[test]
+fn identical_misses_coalesce_only_once_the_route_answered_storably() {
+    let mut iso = isolate(&[]);
+    let admit = |iso: &mut Isolate, url: &str, method: &str, now: f64| {
+        proxy(iso.admit(&head(url, method, &no_headers), now))
+    };
+    let alone = admit(&mut iso, "https://e/r/x", "GET", 0.0);
+    assert_eq!(alone.role, Role::Alone, "an unknown route is not coalesced");
+    assert!(
+        alone.look_up_cache,
+        "the first request on a route probes the cache"
+    );
+    iso.learn_storable(&alone.route, true);
+    assert!(matches!(
+        admit(&mut iso, "https://e/r/x", "GET", 1.0).role,
+        Role::Leader(_)
+    ));
+    assert!(matches!(
+        admit(&mut iso, "https://e/r/x", "GET", 2.0).role,
+        Role::Waiter(_)
+    ));
+    iso.learn_storable(&alone.route, false);
+    assert_eq!(
+        admit(&mut iso, "https://e/r/y", "GET", 3.0).role,
+        Role::Alone
+    );
+    let uncacheable = admit(&mut iso, "https://e/r/x", "POST", 4.0);
+    assert_eq!(uncacheable.role, Role::Alone);
+    assert!(!uncacheable.look_up_cache);
+}
+

@@ -1,0 +1,361 @@
+//! The race's event handlers: each event of one request's race (the timer
+//! fired, a leg answered or failed, the deadline passed, the client left)
+//! goes to the Hedger, which books what it says about the origins and
+//! returns the [`Action`] the driver takes next.
+
+use super::machine::{classify_status, health_outcome, Leg, LegOutcome, Race, Step};
+use super::plan::{HedgeCause, RacePlan};
+use super::state::{Action, LegRecord, RaceEnd, RaceEvent, RaceIo, RaceState};
+use super::Hedger;
+use crate::admission::health::Outcome;
+use crate::admission::hedge_gate::Urgency;
+use crate::estimation::sketch::Sample;
+use crate::no_hedge::NoHedge;
+
+// === impl Hedger ===
+
+impl Hedger {
+    /// Hands `event` to the race and performs what follows through `io`
+    /// (the driver's one call per event): `Some(end)` once the race is over.
+    pub fn handle(
+        &mut self,
+        state: &mut RaceState,
+        event: RaceEvent,
+        now_ms: f64,
+        io: &mut impl RaceIo,
+    ) -> Option<RaceEnd> {
+        let action = match event {
+            RaceEvent::Answered(leg, answer) => self.leg_finished(state, leg, answer, now_ms),
+            RaceEvent::TimerFired => self.timer_fired(state, now_ms),
+            RaceEvent::DeadlinePassed => self.deadline_passed(state, now_ms),
+            RaceEvent::ClientGone => self.client_gone(state, now_ms),
+        };
+        self.perform(state, action, now_ms, io)
+    }
+
+    /// The primary is sent at `now_ms`: the race begins.
+    pub fn start(&mut self, plan: RacePlan, now_ms: f64) -> RaceState {
+        let hedge_possible = plan.delay.is_some();
+        let race = if plan.retry {
+            Race::retry(hedge_possible)
+        } else {
+            Race::new(hedge_possible)
+        };
+        let primary = LegRecord {
+            origin: plan.primary,
+            started_ms: Some(now_ms),
+            load_id: Some(self.gate.load.leg_sent(plan.primary, now_ms)),
+            ..LegRecord::default()
+        };
+        let hedge = LegRecord {
+            origin: plan.primary,
+            ..LegRecord::default()
+        };
+        RaceState {
+            no_hedge: plan.no_hedge,
+            stall_check_pending: plan.stall_check_ms.is_some(),
+            plan,
+            race,
+            legs: [primary, hedge],
+            end: None,
+            hedge_cause: None,
+            rearm_ms: None,
+        }
+    }
+
+    /// The hedge delay (or retry timeout) ran out.
+    pub fn timer_fired(&mut self, state: &mut RaceState, now_ms: f64) -> Action {
+        if state.end.is_some() {
+            return Action::Wait;
+        }
+        let cause = if std::mem::take(&mut state.stall_check_pending) {
+            let primary = state.plan.primary;
+            if !self.gate.load.stalled(primary, now_ms) {
+                // No stall yet: look again at half the stall silence (a
+                // stall that began after this request did shows up later),
+                // up to the hedge delay.
+                if let (Some(delay), Some(start)) = (state.plan.delay, state.legs[0].started_ms) {
+                    let to_delay = (start + delay.delay_ms - now_ms).max(0.0);
+                    let next_check = self.gate.load.stall_after_ms(primary).map(|ms| ms / 2.0);
+                    state.rearm_ms = Some(match next_check {
+                        Some(ms) if ms < to_delay => {
+                            state.stall_check_pending = true;
+                            ms
+                        }
+                        _ => to_delay,
+                    });
+                    return Action::Wait;
+                }
+            }
+            HedgeCause::Stall
+        } else if self.gate.load.stalled(state.plan.primary, now_ms) {
+            // The delay ran out on a stalled origin: as urgent as a stall.
+            HedgeCause::Stall
+        } else {
+            HedgeCause::Delay
+        };
+        let step = state.race.timer_fired();
+        if step == Step::StartHedge {
+            state.hedge_cause = Some(cause);
+        }
+        self.step(state, step, now_ms)
+    }
+
+    /// `leg` finished: `Ok(status)` for an answer, `Err(error)` for a failure
+    /// without one (a connection error, with the runtime's text for the logs).
+    pub fn leg_finished(
+        &mut self,
+        state: &mut RaceState,
+        leg: Leg,
+        answer: Result<u16, String>,
+        now_ms: f64,
+    ) -> Action {
+        // Events after the end (a late answer) change nothing.
+        if state.end.is_some() {
+            return Action::Wait;
+        }
+        let record = &mut state.legs[leg.index()];
+        record.finished_ms = Some(now_ms);
+        let (health, outcome) = match answer {
+            Ok(status) => {
+                record.status = Some(status);
+                (health_outcome(leg, status), classify_status(leg, status))
+            }
+            Err(error) => {
+                record.error = Some(error);
+                (Outcome::Unreachable, LegOutcome::RetriableFailure)
+            }
+        };
+        let origin = record.origin;
+        if let (Some(id), Some(elapsed)) = (record.load_id, record.elapsed_ms(now_ms)) {
+            let failed = health != Outcome::Success;
+            self.gate
+                .load
+                .leg_answered(origin, id, elapsed, failed, now_ms);
+        }
+        self.book(origin, health, now_ms);
+        let step = state.race.leg_finished(leg, outcome);
+        if step == Step::StartHedge && leg == Leg::Primary {
+            state.hedge_cause = Some(HedgeCause::Failure);
+        }
+        self.step(state, step, now_ms)
+    }
+
+    /// Performs `action`, and any action that follows from it, through `io`:
+    /// `None` while the race waits for its next event, `Some(end)` once it
+    /// is over, with every leg but the kept one already aborted (first: every
+    /// millisecond a loser runs is wasted origin work).
+    pub fn perform(
+        &mut self,
+        state: &mut RaceState,
+        mut action: Action,
+        now_ms: f64,
+        io: &mut impl RaceIo,
+    ) -> Option<RaceEnd> {
+        loop {
+            match action {
+                Action::Wait => return None,
+                Action::SendHedge {
+                    origin,
+                    abort_primary,
+                } => {
+                    if abort_primary {
+                        io.abort(Leg::Primary);
+                    }
+                    if io.send_hedge(origin) {
+                        self.hedge_sent(state, now_ms);
+                        return None;
+                    }
+                    action = self.hedge_not_sent(state, now_ms);
+                }
+                Action::Finish(end) => {
+                    for leg in [Leg::Primary, Leg::Hedge] {
+                        if Some(leg) != end.kept_leg() {
+                            io.abort(leg);
+                        }
+                    }
+                    return Some(end);
+                }
+            }
+        }
+    }
+
+    /// The hedge went out at `now_ms`.
+    pub fn hedge_sent(&mut self, state: &mut RaceState, now_ms: f64) {
+        let hedge = &mut state.legs[Leg::Hedge.index()];
+        hedge.started_ms = Some(now_ms);
+        hedge.load_id = Some(self.gate.load.leg_sent(hedge.origin, now_ms));
+        self.pop.record_hedge();
+        state.race.hedge_started();
+    }
+
+    /// The Worker could not build the hedge: the origin was never asked, so
+    /// it is not blamed, and a recovery trial the permit claimed is given back.
+    pub fn hedge_not_sent(&mut self, state: &mut RaceState, now_ms: f64) -> Action {
+        let target = state.legs[Leg::Hedge.index()].origin;
+        self.gate.abandoned(target, now_ms);
+        let step = state.race.hedge_declined();
+        self.step(state, step, now_ms)
+    }
+
+    /// No answer within the timeout: every leg in flight is cut short, a
+    /// failure of its origin.
+    pub fn deadline_passed(&mut self, state: &mut RaceState, now_ms: f64) -> Action {
+        if state.end.is_some() {
+            return Action::Wait;
+        }
+        self.cut_pending(state, CutShort::TimedOut, now_ms);
+        self.finish(state, RaceEnd::TimedOut)
+    }
+
+    /// The client went away: every leg in flight is cut short, which says
+    /// nothing about its origin.
+    pub fn client_gone(&mut self, state: &mut RaceState, now_ms: f64) -> Action {
+        if state.end.is_some() {
+            return Action::Wait;
+        }
+        self.cut_pending(state, CutShort::Lost, now_ms);
+        self.finish(state, RaceEnd::ClientGone)
+    }
+
+    /// The request is done (its response went out): count it for the stats.
+    /// `client_error` says the client got a 5xx or no origin answer.
+    pub fn record_outcome(&mut self, state: &RaceState, client_error: bool, now_ms: f64) {
+        let summary = state.summary(client_error, now_ms);
+        self.route_stats
+            .record(state.plan.primary, &state.plan.route, &summary);
+    }
+
+    fn step(&mut self, state: &mut RaceState, step: Step, now_ms: f64) -> Action {
+        match step {
+            Step::Wait => Action::Wait,
+            Step::StartHedge => self.ask_for_hedge(state, false, now_ms),
+            Step::AbandonPrimaryAndRetry => {
+                // For a timeout-and-retry client, the timeout is the primary's failure.
+                self.cut_short(state, Leg::Primary, CutShort::TimedOut, now_ms);
+                self.ask_for_hedge(state, true, now_ms)
+            }
+            Step::Deliver(winner) => {
+                let loser = winner.other();
+                if state.race.is_pending(loser) {
+                    self.cut_short(state, loser, CutShort::Lost, now_ms);
+                }
+                self.record_sample(state, winner, false, now_ms);
+                self.finish(state, RaceEnd::Won(winner))
+            }
+            Step::DeliverPrimaryFailure => self.finish(state, RaceEnd::PrimaryFailed),
+            Step::FailBoth => {
+                // A proxy stays transparent: an origin's own failure answer
+                // (its status, Retry-After, body) reaches the client.
+                let answered = [Leg::Primary, Leg::Hedge]
+                    .into_iter()
+                    .find(|leg| state.leg(*leg).status.is_some());
+                self.finish(state, RaceEnd::BothFailed { answered })
+            }
+        }
+    }
+
+    fn ask_for_hedge(&mut self, state: &mut RaceState, abort_primary: bool, now_ms: f64) -> Action {
+        let plan = &state.plan;
+        let urgency = match state.hedge_cause {
+            _ if plan.retry || !self.params.policy.hedges_urgently() => None,
+            Some(HedgeCause::Failure) => Some(Urgency::Failure),
+            Some(HedgeCause::Stall) => Some(Urgency::Stall),
+            Some(HedgeCause::Delay) | None => None,
+        };
+        let permit = if let Some(urgency) = urgency {
+            self.gate
+                .permit_urgent(plan.primary, now_ms, urgency, plan.peer_only)
+        } else if plan.peer_only {
+            self.gate.permit_to_peer(plan.primary, now_ms)
+        } else {
+            self.gate.permit(plan.primary, now_ms, !plan.retry)
+        };
+        match permit {
+            Ok(origin) => {
+                state.legs[Leg::Hedge.index()].origin = origin;
+                Action::SendHedge {
+                    origin,
+                    abort_primary,
+                }
+            }
+            Err(denied) => {
+                state.no_hedge = Some(NoHedge::Denied(denied));
+                let step = state.race.hedge_declined();
+                self.step(state, step, now_ms)
+            }
+        }
+    }
+
+    fn finish(&mut self, state: &mut RaceState, end: RaceEnd) -> Action {
+        state.end = Some(end);
+        if state.plan.delay.is_some() {
+            let urgent = state.race.hedge_sent()
+                && matches!(
+                    state.hedge_cause,
+                    Some(HedgeCause::Stall | HedgeCause::Failure)
+                );
+            self.delays.note_race_end(urgent);
+        }
+        Action::Finish(end)
+    }
+
+    fn book(&mut self, origin: usize, outcome: Outcome, now_ms: f64) {
+        self.gate.record(origin, outcome, now_ms);
+        self.pop
+            .record_response(origin, !matches!(outcome, Outcome::Success));
+    }
+
+    fn cut_pending(&mut self, state: &mut RaceState, why: CutShort, now_ms: f64) {
+        for leg in [Leg::Primary, Leg::Hedge] {
+            if state.race.is_pending(leg) {
+                self.cut_short(state, leg, why, now_ms);
+            }
+        }
+    }
+
+    /// Books a leg cut short before it answered: its elapsed time as a
+    /// censored latency sample, and what it says about its origin's health.
+    fn cut_short(&mut self, state: &mut RaceState, leg: Leg, why: CutShort, now_ms: f64) {
+        self.record_sample(state, leg, true, now_ms);
+        let record = &mut state.legs[leg.index()];
+        record.aborted = true;
+        let origin = record.origin;
+        if let Some(id) = record.load_id {
+            self.gate.load.leg_cut(origin, id);
+        }
+        match why {
+            CutShort::TimedOut => self.book(origin, Outcome::Unreachable, now_ms),
+            CutShort::Lost => self.gate.abandoned(origin, now_ms),
+        }
+    }
+
+    /// Records a leg's latency: a completion, or (cut short) a lower bound.
+    fn record_sample(&mut self, state: &RaceState, leg: Leg, censored: bool, now_ms: f64) {
+        let record = state.leg(leg);
+        let Some(elapsed) = record.elapsed_ms(now_ms) else {
+            return;
+        };
+        let sample = if censored {
+            Sample::Censored(elapsed)
+        } else {
+            Sample::Completed(elapsed)
+        };
+        let route = &state.plan.route;
+        self.estimator.record(record.origin, route, sample, now_ms);
+        self.pop.record_sample(record.origin, route, sample);
+    }
+}
+
+/// Why a leg in flight was cut short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CutShort {
+    /// Its time ran out: a failure of its origin.
+    TimedOut,
+    /// The other leg won, or the client left: says nothing about its origin.
+    Lost,
+}
+
+#[cfg(test)]
+#[path = "hedger_tests.rs"]
+mod tests;

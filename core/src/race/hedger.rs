@@ -1,0 +1,156 @@
+//! The per-isolate Hedger: what every race reads and writes (latency
+//! estimates, the hedge gate with budget and origin health, the PoP view,
+//! the route counters, the delay planner), and the plan of a request's race.
+//! Its event handlers are in `events.rs`.
+
+use std::rc::Rc;
+
+use super::plan::RacePlan;
+use crate::admission::hedge_gate::{GateParams, HedgeGate};
+use crate::config::Params;
+use crate::estimation::delay_plan::{DelayPlanner, LikelyTarget, PlanParams, RouteDelay};
+use crate::estimation::delay_policy::{DelayChoice, HedgeMode};
+use crate::estimation::estimator::LatencyEstimator;
+use crate::no_hedge::NoHedge;
+use crate::observe::route_stats::RouteStats;
+use crate::pop::client::{PopClient, PopClientParams};
+use crate::request::eligibility::Eligibility;
+
+/// Per-isolate hedging state and decisions.
+#[derive(Debug)]
+pub struct Hedger {
+    pub(super) params: Rc<Params>,
+    /// Latency per origin and route key.
+    pub estimator: LatencyEstimator,
+    /// Budget, origin health and the hedge target choice.
+    pub gate: HedgeGate,
+    /// The PoP aggregate as this isolate sees it.
+    pub pop: PopClient,
+    /// Per-route counters for the stats.
+    pub route_stats: RouteStats,
+    /// The hedge delay per primary and route.
+    pub(super) delays: DelayPlanner,
+}
+
+// === impl Hedger ===
+
+impl Hedger {
+    /// A Hedger for `params` at `now_ms`; `pop_enabled` when the aggregator
+    /// is bound; `seed` draws its random choices (isolates need different ones).
+    pub fn new(params: Params, pop_enabled: bool, now_ms: f64, seed: u64) -> Self {
+        let params = Rc::new(params);
+        Self {
+            delays: DelayPlanner::new(
+                PlanParams {
+                    mode: params.mode,
+                    policy: params.policy,
+                    delay: params.delay,
+                    budget_share: params.budget.percent / 100.0,
+                },
+                params.estimator.max_route_keys,
+                params.estimator.window.window_ms,
+            ),
+            estimator: LatencyEstimator::new(params.estimator),
+            gate: HedgeGate::new(
+                &GateParams {
+                    seed,
+                    ..params.gate()
+                },
+                now_ms,
+            ),
+            route_stats: RouteStats::new(params.estimator.max_route_keys),
+            pop: PopClient::new(PopClientParams {
+                enabled: pop_enabled,
+                ..params.pop.client
+            }),
+            params,
+        }
+    }
+
+    /// The configuration it runs on (shared: cloning the `Rc` copies nothing).
+    pub fn params(&self) -> &Rc<Params> {
+        &self.params
+    }
+
+    /// The origin a new request goes to first (by recent latency and load
+    /// under the tail-aware policy, else the first healthy one in order);
+    /// a WebSocket upgrade goes there too.
+    pub fn choose_primary(&mut self, now_ms: f64) -> usize {
+        if self.params.origin_load.by_latency {
+            self.gate.choose_primary_by_load(now_ms)
+        } else {
+            self.gate.choose_primary(now_ms)
+        }
+    }
+
+    /// Its primary, hedge delay and (when it gets none) why.
+    pub fn plan(&mut self, eligibility: Eligibility, route: &str, now_ms: f64) -> RacePlan {
+        let primary = self.choose_primary(now_ms);
+        let hedgeable = matches!(eligibility, Eligibility::Hedgeable { .. });
+        let peer_only = matches!(
+            eligibility,
+            Eligibility::Hedgeable {
+                peer_only: true,
+                ..
+            }
+        );
+        self.pop.note_request(primary, route, hedgeable);
+        let (delay, no_hedge) = match eligibility {
+            Eligibility::NotHedgeable(reason) => (None, Some(NoHedge::NotEligible(reason))),
+            Eligibility::Hedgeable { .. } => self.choose_delay(primary, route, now_ms),
+        };
+        let retry = matches!(self.params.mode, HedgeMode::Retry { .. });
+        let stall_check_ms = match (delay, retry) {
+            (Some(d), false) => {
+                (self.gate.load.stall_after_ms(primary)).filter(|&ms| ms < d.delay_ms)
+            }
+            _ => None,
+        };
+        RacePlan {
+            primary,
+            route: route.to_string(),
+            delay,
+            no_hedge,
+            retry,
+            peer_only,
+            stall_check_ms,
+        }
+    }
+
+    fn choose_delay(
+        &mut self,
+        primary: usize,
+        route: &str,
+        now_ms: f64,
+    ) -> (Option<DelayChoice>, Option<NoHedge>) {
+        // The PoP as a whole is over the budget: no hedging here until it is back under.
+        if (self.pop).over_budget(self.params.budget.percent / 100.0, now_ms) {
+            return (None, Some(NoHedge::PopOverBudget));
+        }
+        let choice = self.route_delay(primary, route, now_ms).choice;
+        if choice.is_some() {
+            self.gate.deposit(now_ms);
+        }
+        (choice, choice.is_none().then_some(NoHedge::Off))
+    }
+
+    /// The hedge delay for `primary`'s requests on `route` at `now_ms`, and
+    /// what the benefit rule predicts for it (also for the stats page).
+    pub fn route_delay(&mut self, primary: usize, route: &str, now_ms: f64) -> RouteDelay {
+        let (pop, gate) = (&self.pop, &mut self.gate);
+        self.delays.route_delay(
+            &mut self.estimator,
+            primary,
+            route,
+            now_ms,
+            || pop.estimate(primary, route, now_ms),
+            || {
+                let origin = gate.likely_target(primary, now_ms).unwrap_or(primary);
+                LikelyTarget {
+                    origin,
+                    share: gate.target_share(origin, now_ms),
+                }
+            },
+        )
+    }
+}

@@ -1,0 +1,355 @@
+//! The Hedger's race decisions, event by event on a clock the test sets.
+
+use super::*;
+use crate::admission::hedge_gate::HedgeDenied;
+use crate::admission::hedge_gate::HedgeGate;
+use crate::race::HedgeCause;
+use crate::request::eligibility::Eligibility;
+use crate::request::eligibility::NotHedgeableReason;
+use std::collections::BTreeMap;
+
+/// Two origins in two zones, a static 100 ms hedge delay, and a budget
+/// that a few requests fund (a new Hedger has earned no hedges).
+fn hedger(extra: &[(&str, &str)]) -> Hedger {
+    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    vars.insert(
+        "HEDGE_ORIGINS".into(),
+        r#"[{"name":"a","url":"http://a","zone":"z1"},{"name":"b","url":"http://b","zone":"z2"}]"#
+            .into(),
+    );
+    vars.insert("HEDGE_MODE".into(), "static".into());
+    vars.insert("HEDGE_STATIC_DELAY_MS".into(), "100".into());
+    vars.insert("HEDGE_BUDGET_PERCENT".into(), "100".into());
+    for (k, v) in extra {
+        vars.insert(k.to_string(), v.to_string());
+    }
+    let params = crate::config::parse(&vars).expect("valid test config");
+    let mut h = Hedger::new(params, false, 0.0, 1);
+    // Earn a few tokens, as earlier requests would have.
+    for _ in 0..5 {
+        h.gate.deposit(0.0);
+    }
+    h
+}
+
+const GET: Eligibility = Eligibility::Hedgeable {
+    buffer_body: false,
+    peer_only: false,
+};
+
+fn start(h: &mut Hedger, now_ms: f64) -> RaceState {
+    let plan = h.plan(GET, "/r", now_ms);
+    h.start(plan, now_ms)
+}
+
+#[test]
+fn primary_answers_before_the_delay() {
+    let mut h = hedger(&[]);
+    let mut race = start(&mut h, 0.0);
+    assert_eq!(race.plan.delay.map(|d| d.delay_ms), Some(100.0));
+    assert_eq!(
+        h.leg_finished(&mut race, Leg::Primary, Ok(200), 40.0),
+        Action::Finish(RaceEnd::Won(Leg::Primary))
+    );
+    assert_eq!(h.timer_fired(&mut race, 100.0), Action::Wait);
+    assert!(!race.hedge_sent());
+    assert_eq!(race.leg(Leg::Primary).elapsed_ms(40.0), Some(40.0));
+}
+
+#[test]
+fn hedge_wins_and_the_primary_is_cut_short() {
+    let mut h = hedger(&[]);
+    let mut race = start(&mut h, 0.0);
+    assert_eq!(
+        h.timer_fired(&mut race, 100.0),
+        Action::SendHedge {
+            origin: 1,
+            abort_primary: false
+        }
+    );
+    h.hedge_sent(&mut race, 100.0);
+    assert_eq!(
+        h.leg_finished(&mut race, Leg::Hedge, Ok(200), 130.0),
+        Action::Finish(RaceEnd::Won(Leg::Hedge))
+    );
+    assert!(race.leg(Leg::Primary).aborted);
+    let summary = race.summary(false, 130.0);
+    assert!(summary.hedge_sent && summary.hedge_won);
+    assert_eq!(summary.wasted_ms, 130.0);
+    assert_eq!(summary.origin_ms, 160.0);
+}
+
+#[test]
+fn primary_answers_after_the_hedge_went_out() {
+    let mut h = hedger(&[]);
+    let mut race = start(&mut h, 0.0);
+    h.timer_fired(&mut race, 100.0);
+    h.hedge_sent(&mut race, 100.0);
+    assert_eq!(
+        h.leg_finished(&mut race, Leg::Primary, Ok(200), 120.0),
+        Action::Finish(RaceEnd::Won(Leg::Primary))
+    );
+    assert!(race.leg(Leg::Hedge).aborted, "the hedge lost");
+}
+
+#[test]
+fn fast_failure_hedges_at_once() {
+    let mut h = hedger(&[]);
+    let mut race = start(&mut h, 0.0);
+    assert_eq!(
+        h.leg_finished(&mut race, Leg::Primary, Ok(503), 3.0),
+        Action::SendHedge {
+            origin: 1,
+            abort_primary: false
+        }
+    );
+    h.hedge_sent(&mut race, 3.0);
+    assert_eq!(
+        h.leg_finished(&mut race, Leg::Hedge, Ok(200), 40.0),
+        Action::Finish(RaceEnd::Won(Leg::Hedge))
+    );
+}
+
+/// Teaches `h` that origin 0 answers in about 20 ms.
+fn learn_latency(h: &mut Hedger, at_ms: f64) {
+    for i in 0..20 {
+        let t = at_ms + f64::from(i);
+        let mut race = start(h, t);
+        h.leg_finished(&mut race, Leg::Primary, Ok(200), t + 20.0);
+    }
+}
+
+#[test]
+fn a_stalled_origin_is_hedged_at_the_stall_check_before_the_delay() {
+    let mut h = hedger(&[
+        ("HEDGE_PRIMARY", "ordered"),
+        ("HEDGE_STATIC_DELAY_MS", "1000"),
+        ("HEDGE_STALL_FACTOR", "3"),
+    ]);
+    learn_latency(&mut h, 0.0);
+    // Two requests go out at 100 ms and nothing answers: a 60 ms silence
+    // (3 x 20 ms) with both in flight is a stall.
+    let mut first = start(&mut h, 100.0);
+    let mut second = start(&mut h, 100.0);
+    assert_eq!(first.plan.first_timer_ms(), Some(60.0));
+    assert_eq!(
+        h.timer_fired(&mut first, 160.0),
+        Action::SendHedge {
+            origin: 1,
+            abort_primary: false
+        }
+    );
+    assert_eq!(first.hedge_cause, Some(HedgeCause::Stall));
+    // New primaries avoid nothing in ordered mode, but the stall check
+    // catches them too.
+    assert!(matches!(
+        h.timer_fired(&mut second, 160.0),
+        Action::SendHedge { .. }
+    ));
+}
+
+#[test]
+fn a_stall_check_that_finds_none_looks_again_then_waits_out_the_delay() {
+    let mut h = hedger(&[
+        ("HEDGE_PRIMARY", "ordered"),
+        ("HEDGE_STATIC_DELAY_MS", "100"),
+        ("HEDGE_STALL_FACTOR", "3"),
+    ]);
+    learn_latency(&mut h, 0.0);
+    let mut slow = start(&mut h, 100.0);
+    // Another request answers meanwhile: the origin is alive.
+    let mut quick = start(&mut h, 120.0);
+    h.leg_finished(&mut quick, Leg::Primary, Ok(200), 140.0);
+    assert_eq!(h.timer_fired(&mut slow, 160.0), Action::Wait);
+    // Half the silence later (30 ms) it looks again; then the delay.
+    assert_eq!(slow.take_rearm(), Some(30.0));
+    let mut another = start(&mut h, 170.0);
+    h.leg_finished(&mut another, Leg::Primary, Ok(200), 185.0);
+    assert_eq!(h.timer_fired(&mut slow, 190.0), Action::Wait);
+    assert_eq!(slow.take_rearm(), Some(10.0));
+    assert!(matches!(
+        h.timer_fired(&mut slow, 200.0),
+        Action::SendHedge { .. }
+    ));
+    assert_eq!(slow.hedge_cause, Some(HedgeCause::Delay));
+}
+
+#[test]
+fn a_fast_failure_is_retried_even_when_its_origin_budget_is_cut() {
+    let vars = [("HEDGE_PRIMARY", "ordered"), ("HEDGE_BUDGET_PERCENT", "12")];
+    for (policy, retried) in [("tail-aware", true), ("fixed-quantile", false)] {
+        let mut h = hedger(&[vars[0], vars[1], ("HEDGE_POLICY", policy)]);
+        // Origin 0 answers 503 to a quarter of 40 requests: its budget
+        // is cut to the reduced share, whose bucket is then empty.
+        for i in 0..40 {
+            let t = f64::from(i);
+            let mut race = start(&mut h, t);
+            let status = if i % 4 == 0 { 503 } else { 200 };
+            if let Action::SendHedge { .. } = h.leg_finished(&mut race, Leg::Primary, Ok(status), t)
+            {
+                h.hedge_sent(&mut race, t);
+                h.leg_finished(&mut race, Leg::Hedge, Ok(200), t + 1.0);
+            }
+        }
+        let mut race = start(&mut h, 100.0);
+        let action = h.leg_finished(&mut race, Leg::Primary, Ok(503), 101.0);
+        assert_eq!(
+            matches!(action, Action::SendHedge { .. }),
+            retried,
+            "{policy}: {action:?}"
+        );
+    }
+}
+
+#[test]
+fn shed_hedge_waits_for_the_primary() {
+    let mut h = hedger(&[]);
+    let mut race = start(&mut h, 0.0);
+    h.timer_fired(&mut race, 100.0);
+    h.hedge_sent(&mut race, 100.0);
+    assert_eq!(
+        h.leg_finished(&mut race, Leg::Hedge, Ok(503), 102.0),
+        Action::Wait
+    );
+    assert_eq!(
+        h.leg_finished(&mut race, Leg::Primary, Ok(200), 300.0),
+        Action::Finish(RaceEnd::Won(Leg::Primary))
+    );
+}
+
+#[test]
+fn both_fail() {
+    let mut h = hedger(&[]);
+    let mut race = start(&mut h, 0.0);
+    h.leg_finished(&mut race, Leg::Primary, Err("reset".into()), 2.0);
+    h.hedge_sent(&mut race, 2.0);
+    assert_eq!(
+        h.leg_finished(&mut race, Leg::Hedge, Ok(502), 5.0),
+        Action::Finish(RaceEnd::BothFailed {
+            answered: Some(Leg::Hedge)
+        }),
+        "the hedge's origin answered: its 502 goes to the client"
+    );
+    assert_eq!(race.leg(Leg::Primary).error.as_deref(), Some("reset"));
+}
+
+#[test]
+fn both_answer_with_errors_and_the_primary_answer_is_delivered() {
+    let mut h = hedger(&[]);
+    let mut race = start(&mut h, 0.0);
+    h.leg_finished(&mut race, Leg::Primary, Ok(503), 2.0);
+    h.hedge_sent(&mut race, 2.0);
+    assert_eq!(
+        h.leg_finished(&mut race, Leg::Hedge, Ok(503), 5.0),
+        Action::Finish(RaceEnd::BothFailed {
+            answered: Some(Leg::Primary)
+        })
+    );
+}
+
+#[test]
+fn no_origin_answered_at_all() {
+    let mut h = hedger(&[]);
+    let mut race = start(&mut h, 0.0);
+    h.leg_finished(&mut race, Leg::Primary, Err("reset".into()), 2.0);
+    h.hedge_sent(&mut race, 2.0);
+    assert_eq!(
+        h.leg_finished(&mut race, Leg::Hedge, Err("refused".into()), 5.0),
+        Action::Finish(RaceEnd::BothFailed { answered: None })
+    );
+}
+
+#[test]
+fn timeout_cuts_every_leg_and_blames_their_origins() {
+    let mut h = hedger(&[("HEDGE_HEALTH_CONSECUTIVE_FAILURES", "1")]);
+    let mut race = start(&mut h, 0.0);
+    h.timer_fired(&mut race, 100.0);
+    h.hedge_sent(&mut race, 100.0);
+    assert_eq!(
+        h.deadline_passed(&mut race, 30_000.0),
+        Action::Finish(RaceEnd::TimedOut)
+    );
+    assert!(race.legs.iter().all(|l| l.aborted));
+    let degraded = |h: &mut Hedger, o| {
+        !h.gate
+            .origin_snapshot(o, 30_000.0)
+            .is_some_and(|s| s.healthy)
+    };
+    assert!(degraded(&mut h, 0) && degraded(&mut h, 1));
+}
+
+#[test]
+fn client_gone_cuts_every_leg_and_blames_no_origin() {
+    let mut h = hedger(&[("HEDGE_HEALTH_CONSECUTIVE_FAILURES", "1")]);
+    let mut race = start(&mut h, 0.0);
+    assert_eq!(
+        h.client_gone(&mut race, 50.0),
+        Action::Finish(RaceEnd::ClientGone)
+    );
+    assert!(race.leg(Leg::Primary).aborted);
+    assert_eq!(
+        h.timer_fired(&mut race, 100.0),
+        Action::Wait,
+        "no hedge for a gone client"
+    );
+    let healthy = h.gate.origin_snapshot(0, 50.0).is_some_and(|s| s.healthy);
+    assert!(healthy);
+}
+
+#[test]
+fn a_hedge_the_worker_could_not_send_blames_no_origin() {
+    let mut h = hedger(&[]);
+    let mut race = start(&mut h, 0.0);
+    h.timer_fired(&mut race, 100.0);
+    assert_eq!(h.hedge_not_sent(&mut race, 100.0), Action::Wait);
+    assert_eq!(
+        h.leg_finished(&mut race, Leg::Primary, Ok(200), 400.0),
+        Action::Finish(RaceEnd::Won(Leg::Primary))
+    );
+    assert!(!race.hedge_sent());
+}
+
+#[test]
+fn no_budget_means_no_hedge_and_says_why() {
+    let mut h = hedger(&[("HEDGE_BUDGET_PERCENT", "0")]);
+    h.gate = HedgeGate::new(&h.params().gate(), 0.0);
+    let mut race = start(&mut h, 0.0);
+    assert_eq!(h.timer_fired(&mut race, 100.0), Action::Wait);
+    assert_eq!(race.no_hedge, Some(NoHedge::Denied(HedgeDenied::Budget)));
+    assert_eq!(race.no_hedge.map(|r| r.as_str()), Some("budget"));
+}
+
+#[test]
+fn an_ineligible_request_is_planned_without_a_hedge() {
+    let mut h = hedger(&[]);
+    let plan = h.plan(
+        Eligibility::NotHedgeable(NotHedgeableReason::NotIdempotent),
+        "/orders",
+        0.0,
+    );
+    assert_eq!(plan.delay, None);
+    assert_eq!(
+        plan.no_hedge,
+        Some(NoHedge::NotEligible(NotHedgeableReason::NotIdempotent))
+    );
+    let mut race = h.start(plan, 0.0);
+    assert_eq!(
+        h.leg_finished(&mut race, Leg::Primary, Ok(503), 5.0),
+        Action::Finish(RaceEnd::PrimaryFailed),
+        "a failing POST is not retried elsewhere"
+    );
+}
+
+#[test]
+fn retry_mode_abandons_the_primary_when_the_timer_fires() {
+    let mut h = hedger(&[("HEDGE_MODE", "retry"), ("HEDGE_RETRY_TIMEOUT_MS", "1000")]);
+    let mut race = start(&mut h, 0.0);
+    assert_eq!(
+        h.timer_fired(&mut race, 1_000.0),
+        Action::SendHedge {
+            origin: 1,
+            abort_primary: true
+        }
+    );
+    assert!(race.leg(Leg::Primary).aborted);
+}

@@ -1,0 +1,57 @@
+//! What the Hedger decides for a request before any origin is asked, and why
+//! a hedge went out.
+
+use crate::estimation::delay_policy::DelayChoice;
+use crate::no_hedge::NoHedge;
+
+/// What the Hedger decided for a request before any origin is asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RacePlan {
+    /// Index of the primary origin.
+    pub primary: usize,
+    /// Route key latency is recorded under.
+    pub route: String,
+    /// The hedge delay, or `None` when this request is never hedged.
+    pub delay: Option<DelayChoice>,
+    /// Why this request is never hedged, when it is not.
+    pub no_hedge: Option<NoHedge>,
+    /// Classic timeout-and-retry instead of a hedge (`HEDGE_MODE=retry`):
+    /// the timer abandons the primary, and the retry is not charged.
+    pub retry: bool,
+    /// The second leg must go to another origin, never the primary's own
+    /// (an idempotency-keyed request, any method but GET and HEAD).
+    pub peer_only: bool,
+    /// Before the hedge delay, look once at this time whether the primary's
+    /// origin has stalled (tail-aware policy; `None`: the delay comes first).
+    pub stall_check_ms: Option<f64>,
+}
+
+impl RacePlan {
+    /// When the race's timer first fires, ms after the start: the stall
+    /// check, else the hedge delay; `None` without either.
+    pub fn first_timer_ms(&self) -> Option<f64> {
+        self.stall_check_ms.or(self.delay.map(|d| d.delay_ms))
+    }
+}
+
+/// Why a hedge went out (`Server-Timing`, logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HedgeCause {
+    /// The primary outlived the hedge delay.
+    Delay,
+    /// The primary's origin stalled (several requests silent at once).
+    Stall,
+    /// The primary failed fast and retriably.
+    Failure,
+}
+
+impl HedgeCause {
+    /// A short name for headers and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HedgeCause::Delay => "delay",
+            HedgeCause::Stall => "stall",
+            HedgeCause::Failure => "failure",
+        }
+    }
+}

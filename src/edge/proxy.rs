@@ -1,0 +1,318 @@
+//! The proxy pipeline: body, cache (or a coalesced flight), plan, race,
+//! completion, response. Every decision is the [`Isolate`]'s; each step
+//! here converts types and does the I/O.
+//!
+//! [`Isolate`]: hedgehog_core::isolate::Isolate
+
+use worker::{console_error, web_sys, Context, Env};
+
+use super::cache::{self, Entry};
+use super::clock::now_ms;
+use super::coalesce::{self, LeaderGuard};
+use super::isolate::Shared;
+use super::leg::{self, OutboundBody, OutboundRequest};
+use super::race::{self, Outcome, RaceReport, Target};
+use super::reply::{self, CacheServe, Timing};
+use super::request_body::{self, BodyRead, HeldClaim};
+use super::{analytics, pop, refresh, request_log};
+use hedgehog_core::cache::conditional::{not_modified, CONDITIONAL_REQUEST_HEADERS};
+use hedgehog_core::isolate::{Admission, Answer, BodyPlan, EntryUse};
+use hedgehog_core::request::coalesce::{FlightState, Role};
+
+/// How much of a refused GET/HEAD body is read (and dropped) before the 400.
+const REFUSED_BODY_DRAIN_BYTES: usize = 64 * 1024;
+
+/// The client's request as the pipeline reads it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Client<'a> {
+    pub(crate) req: &'a web_sys::Request,
+    /// Its URL (the cache key).
+    pub(crate) url: &'a str,
+    pub(crate) headers: &'a web_sys::Headers,
+}
+
+/// What the cache left for the race: a stale entry (and whether it may
+/// stand in for a failure), the variants' generation, the flight to lead.
+#[derive(Debug, Default)]
+struct Miss {
+    stale: Option<(Entry, bool)>,
+    generation: Option<String>,
+    leader: Option<LeaderGuard>,
+}
+
+/// Proxies an admitted request.
+pub(crate) async fn run(
+    client: Client<'_>,
+    env: &Env,
+    ctx: &Context,
+    isolate: &Shared,
+    mut admission: Admission,
+) -> worker::Result<web_sys::Response> {
+    let request_id = admission.request_id.clone();
+    // Taken at once: a refused request releases its flight as it returns.
+    let leader = match admission.role {
+        Role::Leader(id) => Some(LeaderGuard::new(client.url, id)),
+        _ => None,
+    };
+    let mut held = HeldClaim::default();
+    let Some(body) = read_body(client, &mut admission, &mut held).await? else {
+        return reply::bad_request("a GET or HEAD request must not carry a body", &request_id);
+    };
+    // The cache step and the completion are boxed: inline, their state
+    // (1.2 KB for the completion) would be held through the whole race.
+    let miss = match Box::pin(consult_cache(client, ctx, isolate, &admission, leader)).await? {
+        Ok(miss) => miss,
+        Err(served) => return served,
+    };
+    if client.req.signal().aborted() {
+        return reply::client_gone(&request_id);
+    }
+    let plan = isolate.borrow_mut().plan(&mut admission);
+    let mut outbound = OutboundRequest {
+        method: admission.method.clone(),
+        headers: leg::outbound_headers(client.headers, &request_id)?,
+        body,
+        trace: admission.trace.clone(),
+    };
+    // A stale entry with a validator is revalidated: a 304 then refreshes it
+    // (unless the client's request is conditional itself: the origin then
+    // answers the client's own question).
+    let revalidating = match &miss.stale {
+        Some((entry, _)) if !conditional(client.headers) => {
+            entry.add_validators(&outbound.headers)?
+        }
+        _ => false,
+    };
+    let target = Target {
+        path: &admission.path,
+        query: admission.query.as_deref(),
+    };
+    let signal = client.req.signal();
+    let report = race::run(isolate, plan, &target, &mut outbound, &signal).await;
+    let mut report = match report {
+        Ok(report) => report,
+        Err(e) => {
+            // The Worker's own failure: no origin was asked or is blamed.
+            console_error!("hedgehog-edge: request {request_id}: could not send: {e}");
+            return reply::internal_error(&request_id);
+        }
+    };
+    drop(held);
+    // A 304 to the Worker's own revalidation: the client gets the stored
+    // entry, updated by the 304's headers, and the cache keeps that.
+    if let (true, Some((entry, _)), Outcome::Won(response)) =
+        (revalidating, &miss.stale, &mut report.outcome)
+    {
+        if response.status() == 304 {
+            *response = cache::updated_by(entry, response)?;
+        }
+    }
+    if matches!(report.outcome, Outcome::ClientGone) {
+        return reply::client_gone(&request_id);
+    }
+    Box::pin(finish(client, env, ctx, isolate, &admission, report, miss)).await
+}
+
+/// The body the legs send; `None` for a GET or HEAD whose body held bytes.
+async fn read_body(
+    client: Client<'_>,
+    admission: &mut Admission,
+    held: &mut HeldClaim,
+) -> worker::Result<Option<OutboundBody>> {
+    Ok(Some(match admission.body {
+        BodyPlan::Empty => OutboundBody::Empty,
+        // GET and HEAD carry no body: an empty one is dropped, a real one refused.
+        BodyPlan::Drain { refuse } => {
+            let had_bytes = request_body::drain_up_to(client.req, REFUSED_BODY_DRAIN_BYTES).await;
+            if had_bytes || refuse {
+                return Ok(None);
+            }
+            OutboundBody::Empty
+        }
+        // Held for the hedge; one that outgrows a cap goes once, streamed.
+        // Read before an origin is chosen: a client that hangs up
+        // mid-upload has then claimed nothing from any origin.
+        BodyPlan::Hold { cap } => match request_body::read_up_to(client.req, cap, held).await? {
+            BodyRead::Held(bytes) => OutboundBody::Buffered(bytes),
+            BodyRead::Streamed(stream, reason) => {
+                admission.not_hedgeable(reason);
+                OutboundBody::Stream(Some(stream))
+            }
+        },
+        BodyPlan::Stream => OutboundBody::Stream(client.req.body()),
+    }))
+}
+
+/// Waits on a coalesced flight and looks in the cache as admitted:
+/// `Err(response)` when the cache answers (or the client left), else what
+/// the race needs of it.
+async fn consult_cache(
+    client: Client<'_>,
+    ctx: &Context,
+    isolate: &Shared,
+    admission: &Admission,
+    mut leader: Option<LeaderGuard>,
+) -> worker::Result<Result<Miss, worker::Result<web_sys::Response>>> {
+    let request_id = &admission.request_id;
+    let mut found = cache::Lookup::default();
+    let mut serve_as = CacheServe::Hit;
+    if let Role::Waiter(id) = admission.role {
+        let signal = client.req.signal();
+        let Some(outcome) = coalesce::wait_for(client.url, id, || signal.aborted()).await else {
+            return Ok(Err(reply::client_gone(request_id)));
+        };
+        if matches!(outcome, FlightState::Stored | FlightState::Unknown) {
+            found = cache::lookup(client.url, client.headers).await;
+            serve_as = CacheServe::Coalesced;
+        }
+        // Nothing shared (or another variant): fetch as if this request had come alone.
+    }
+    // A waiter that found nothing in the cache does not look again.
+    if admission.look_up_cache && serve_as == CacheServe::Hit {
+        found = cache::lookup(client.url, client.headers).await;
+    }
+    let Some(entry) = found.entry.take() else {
+        return Ok(Ok(Miss {
+            generation: found.generation,
+            leader,
+            ..Miss::default()
+        }));
+    };
+    let judged = isolate
+        .borrow_mut()
+        .judge_entry(admission, &entry.meta.freshness);
+    let (age_s, how) = match judged {
+        Some(EntryUse::Serve { age_s, refresh }) if refresh => {
+            (age_s, CacheServe::StaleWhileRevalidate)
+        }
+        Some(EntryUse::Serve { age_s, .. }) => (age_s, serve_as),
+        stale => {
+            let if_error = matches!(stale, Some(EntryUse::Stale { if_error: true }));
+            return Ok(Ok(Miss {
+                stale: stale.map(|_| (entry, if_error)),
+                generation: found.generation,
+                leader,
+            }));
+        }
+    };
+    // Waiters can use what is stored (fresh, or stale while it is refreshed) at once.
+    if let Some(leader) = leader.take() {
+        leader.stored();
+    }
+    if how == CacheServe::StaleWhileRevalidate {
+        refresh::spawn(ctx, isolate, client, admission, &entry);
+    }
+    Ok(Err(serve_entry(client, admission, &entry, age_s, how)))
+}
+
+/// A stored entry served as `how`; a conditional request its validators
+/// match gets a 304.
+fn serve_entry(
+    client: Client<'_>,
+    admission: &Admission,
+    entry: &Entry,
+    age_s: u64,
+    how: CacheServe,
+) -> worker::Result<web_sys::Response> {
+    // Only an entry with a validator can answer 304; its validators are
+    // read only for a conditional request.
+    let header = |name: &str| client.headers.get(name).ok().flatten();
+    let validated = how == CacheServe::Hit && entry.meta.freshness.has_validator;
+    let (inm, ims) = match validated {
+        true => (header("if-none-match"), header("if-modified-since")),
+        false => (None, None),
+    };
+    let conditional_hit = (inm.is_some() || ims.is_some())
+        && not_modified(
+            inm.as_deref(),
+            ims.as_deref(),
+            entry.header("etag").as_deref(),
+            entry.header("last-modified").as_deref(),
+        );
+    let served = cache::served(entry, age_s, conditional_hit)?;
+    let timing = Timing {
+        start_ms: admission.started_ms,
+        now_ms: now_ms(),
+    };
+    reply::cache_hit_response(served, how, &admission.request_id, timing)
+}
+
+/// Whether the client's request is conditional itself.
+fn conditional(headers: &web_sys::Headers) -> bool {
+    CONDITIONAL_REQUEST_HEADERS
+        .iter()
+        .any(|name| headers.has(name).unwrap_or(false))
+}
+
+/// After the race: the isolate's completion, then its I/O (invalidation,
+/// the store, the response, the log line, the PoP push).
+async fn finish(
+    client: Client<'_>,
+    env: &Env,
+    ctx: &Context,
+    isolate: &Shared,
+    admission: &Admission,
+    mut report: RaceReport,
+    mut miss: Miss,
+) -> worker::Result<web_sys::Response> {
+    let dataset = analytics::dataset(env);
+    let kept = report.kept_response();
+    let kept_headers = kept.map(web_sys::Response::headers);
+    let header = |name: &str| kept_headers.as_ref()?.get(name).ok().flatten();
+    let answer = Answer {
+        status: kept.map(web_sys::Response::status),
+        header: &header,
+        stale_if_error: matches!(miss.stale, Some((_, true))),
+        analytics: dataset.is_some(),
+    };
+    let done =
+        (isolate.borrow_mut()).complete(admission, &report.state, &answer, client.url, now_ms());
+    if let (true, Some(response)) = (done.invalidate, kept) {
+        cache::invalidate(isolate, client.url, response).await?;
+    }
+    if let (Some((meta, keep_secs)), Some(response)) = (done.store, kept) {
+        let target = cache::StoreTarget {
+            url: client.url,
+            request_headers: client.headers,
+            generation: miss.generation.take(),
+            meta,
+            keep_secs,
+        };
+        let leader = miss.leader.take();
+        let stored = cache::store(ctx, target, response, move || {
+            if let Some(leader) = leader {
+                leader.stored();
+            }
+        });
+        if !stored {
+            isolate.borrow_mut().learn_storable(&admission.route, false);
+        }
+    }
+    // Not stored: waiters are released now, as the headers say so, not later.
+    drop(miss.leader.take());
+    let timing = Timing {
+        start_ms: admission.started_ms,
+        now_ms: now_ms(),
+    };
+    let response = match (done.rescue, &miss.stale) {
+        (true, Some((entry, _))) => {
+            // The failed answer's body is not read: its fetch is cut.
+            if let Some(controller) = report.winner_controller.take() {
+                controller.abort();
+            }
+            let age_s = entry.meta.freshness.current_age_s(timing.now_ms / 1000.0) as u64;
+            cache::served(entry, age_s, false).and_then(|served| {
+                let how = CacheServe::StaleIfError;
+                reply::cache_hit_response(served, how, &admission.request_id, timing)
+            })
+        }
+        _ => reply::race_response(isolate, report, &admission.request_id, &done, timing),
+    };
+    if let (Some(line), Ok(response)) = (done.log, &response) {
+        request_log::finish(line, response.status(), done.log_level, dataset.as_ref());
+    }
+    if let Some(body) = done.push {
+        pop::client::push(ctx, env, client.req, isolate, body);
+    }
+    response
+}
