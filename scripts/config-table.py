@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Rewrites the configuration table in README.md from core/src/config.rs KEYS.
+"""Rewrites the configuration table in README.md from core/src/config/keys.rs KEYS.
 
 Each key is declared once there (name, default, range, meaning); the parser
 reads its default and range from the same declaration. A native test
@@ -9,7 +9,7 @@ import pathlib
 import re
 
 root = pathlib.Path(__file__).resolve().parent.parent
-src = (root / "core/src/config.rs").read_text()
+src = (root / "core/src/config/keys.rs").read_text()
 start = src.index("pub const KEYS")
 block = src[start : src.index("\n];", start)]
 string = r'"((?:[^"\\]|\\.)*)"'

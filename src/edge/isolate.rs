@@ -5,12 +5,12 @@
 //! `thread_local` `RefCell` is enough; borrows never span an await.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use worker::js_sys::{self, JsString, Object, Reflect};
-use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::js_sys;
 use worker::Env;
+
+use super::env_vars::{pop_bound, read_vars};
 
 use hedgehog_core::config::{self, ConfigError};
 use hedgehog_core::isolate::Isolate;
@@ -36,7 +36,7 @@ pub(crate) fn get(env: &Env, now_ms: f64) -> Result<Shared, Rc<Vec<ConfigError>>
         let state = slot.get_or_insert_with(|| match config::parse(&read_vars(env)) {
             Ok(params) => State::Ready(Rc::new(RefCell::new(Isolate::new(
                 params,
-                super::pop::client::configured(env),
+                pop_bound(env),
                 now_ms,
                 // Each isolate draws its own primaries (no herding).
                 (js_sys::Math::random() * 9.007_199_254_740_991e15) as u64,
@@ -58,32 +58,4 @@ pub(crate) fn with<R>(f: impl FnOnce(&mut Isolate) -> R) -> Option<R> {
     })?;
     let mut isolate = isolate.try_borrow_mut().ok()?;
     Some(f(&mut isolate))
-}
-
-/// Every `HEDGE_*` var as text. Structured vars (a TOML table or array in
-/// `[vars]`) arrive as objects and are turned back into JSON.
-pub(crate) fn read_vars(env: &Env) -> BTreeMap<String, String> {
-    let env_value: &JsValue = env.as_ref();
-    let mut vars = BTreeMap::new();
-    let Some(object) = env_value.dyn_ref::<Object>() else {
-        return vars;
-    };
-    for key in Object::keys(object).iter().filter_map(|k| k.as_string()) {
-        if !key.starts_with("HEDGE_") {
-            continue;
-        }
-        let Ok(value) = Reflect::get(object, &JsValue::from_str(&key)) else {
-            continue;
-        };
-        let text = match value.as_string() {
-            Some(s) => Some(s),
-            None => js_sys::JSON::stringify(&value)
-                .ok()
-                .map(|s: JsString| String::from(s)),
-        };
-        if let Some(text) = text {
-            vars.insert(key, text);
-        }
-    }
-    vars
 }

@@ -7,8 +7,8 @@
 //! pipeline, [`cache`] and [`coalesce`] serve from the cache and share
 //! concurrent misses, [`leg`] sends one origin request, [`race`] runs the
 //! race, [`request_body`] reads a body that may be sent twice, [`reply`]
-//! builds responses, [`stats_page`] and [`websocket`] are the other routes,
-//! [`clock`] the leaf clock and ids. It works on `web_sys` types directly:
+//! builds responses, [`stats_page`] and [`websocket`] are the other routes;
+//! [`clock`] (the clock and ids), [`client`] and [`env_vars`] are leaves. It works on `web_sys` types directly:
 //! the conversions into `worker::Request`/`Response` parse and copy more
 //! than a proxy needs on its hot path.
 //!
@@ -18,8 +18,10 @@ mod abort_signal;
 mod analytics;
 mod body_watch;
 mod cache;
+mod client;
 mod clock;
 mod coalesce;
+mod env_vars;
 mod fixed_length_body;
 mod isolate;
 mod leg;
@@ -74,7 +76,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             request_id, url, ..
         } => websocket::pass_through(&req, &url, &request_id).await,
         Admit::Proxy(admission) => {
-            let client = proxy::Client {
+            let client = client::Client {
                 req: &req,
                 url: &url,
                 headers: &headers,

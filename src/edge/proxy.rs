@@ -7,6 +7,7 @@
 use worker::{console_error, web_sys, Context, Env};
 
 use super::cache::{self, Entry};
+use super::client::Client;
 use super::clock::now_ms;
 use super::coalesce::{self, LeaderGuard};
 use super::isolate::Shared;
@@ -21,15 +22,6 @@ use hedgehog_core::request::coalesce::{FlightState, Role};
 
 /// How much of a refused GET/HEAD body is read (and dropped) before the 400.
 const REFUSED_BODY_DRAIN_BYTES: usize = 64 * 1024;
-
-/// The client's request as the pipeline reads it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Client<'a> {
-    pub(crate) req: &'a web_sys::Request,
-    /// Its URL (the cache key).
-    pub(crate) url: &'a str,
-    pub(crate) headers: &'a web_sys::Headers,
-}
 
 /// What the cache left for the race: a stale entry (and whether it may
 /// stand in for a failure), the variants' generation, the flight to lead.

@@ -7,10 +7,10 @@
 use worker::{console_warn, web_sys, Context};
 
 use super::cache::{self, Entry, StoreTarget};
+use super::client::Client;
 use super::clock::{new_id, now_ms};
 use super::isolate::{self, Shared};
 use super::leg::{self, OutboundBody, OutboundRequest};
-use super::proxy::Client;
 use super::race::{self, Outcome, Target};
 use hedgehog_core::isolate::{response_freshness, Admission};
 use hedgehog_core::request::outbound::TraceContext;

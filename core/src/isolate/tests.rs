@@ -151,4 +151,3 @@ fn identical_misses_coalesce_only_once_the_route_answered_storably() {
     assert_eq!(uncacheable.role, Role::Alone);
     assert!(!uncacheable.look_up_cache);
 }
-

@@ -14,7 +14,7 @@ use worker::{
     console_warn, durable_object, DurableObject, Env, Method, Request, Response, SqlStorage, State,
 };
 
-use crate::edge::isolate;
+use crate::edge::env_vars::read_vars;
 // The `#[durable_object]` expansion names `wasm_bindgen` by its bare path.
 use hedgehog_core::config;
 use hedgehog_core::pop::aggregate::{PopAggregate, PopKey, PopParams};
@@ -75,7 +75,7 @@ impl DurableObject for PopAggregator {
     fn new(state: State, env: Env) -> Self {
         // Same vars as the Worker; a configuration the Worker rejects leaves
         // the aggregator on its defaults (the Worker pushes nothing then).
-        let params = config::parse(&isolate::read_vars(&env))
+        let params = config::parse(&read_vars(&env))
             .map(|p| p.pop.aggregate)
             .unwrap_or_else(|_| config::defaults().pop.aggregate);
         Self {

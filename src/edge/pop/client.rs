@@ -15,16 +15,9 @@ use worker::wasm_bindgen::JsValue;
 use worker::{console_warn, web_sys, Context, Delay, Env, Method, ObjectNamespace, RequestInit};
 
 use crate::edge::clock::now_ms;
+use crate::edge::env_vars::POP_BINDING;
 use crate::edge::isolate::{self, Shared};
 use hedgehog_core::pop::push::PushReply;
-
-/// The Durable Object binding of the PoP aggregator (optional).
-pub(crate) const POP_BINDING: &str = "POP_AGGREGATOR";
-
-/// Whether the aggregator binding is configured.
-pub(crate) fn configured(env: &Env) -> bool {
-    env.durable_object(POP_BINDING).is_ok()
-}
 
 /// Sends `body`, a push the isolate found due, in the background; the
 /// reply goes back to the isolate.

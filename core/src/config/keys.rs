@@ -1,0 +1,96 @@
+//! Every configuration key, declared once: the parser reads its default and
+//! range from here, and the README's table is generated from the same facts.
+
+/// One configuration key, declared once: the parser reads its default and
+/// range from here, and the README's table is generated from the same facts
+/// (`scripts/config-table.py`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Key {
+    /// The var's name.
+    pub name: &'static str,
+    /// Its default as text; for a key without one, what stands in its place
+    /// ("required", "none", ...).
+    pub default: &'static str,
+    /// What values it takes.
+    pub range: Range,
+    /// What it means.
+    pub meaning: &'static str,
+}
+
+/// The values a key takes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Range {
+    /// A number from `min` to `max`.
+    Number {
+        /// Smallest allowed.
+        min: f64,
+        /// Largest allowed.
+        max: f64,
+    },
+    /// A whole number from `min` to `max`.
+    Whole {
+        /// Smallest allowed.
+        min: u64,
+        /// Largest allowed.
+        max: u64,
+    },
+    /// `true` or `false`.
+    Flag,
+    /// Text whose form the parser checks (JSON, a name, a mode).
+    Text,
+}
+
+/// Every key this module reads, each declared once.
+#[rustfmt::skip]
+pub const KEYS: &[Key] = &[
+    Key { name: "HEDGE_ORIGINS", default: "required", range: Range::Text, meaning: "JSON array of origins: [{\"name\", \"url\", \"zone\"?}]; the first is the primary, the second the hedge target (the primary itself when there is one)" },
+    Key { name: "HEDGE_MODE", default: "adaptive", range: Range::Text, meaning: "adaptive | static | off | retry (classic timeout + one retry, for comparison)" },
+    Key { name: "HEDGE_POLICY", default: "tail-aware", range: Range::Text, meaning: "tail-aware: primaries by latency (HEDGE_PRIMARY), stalled origins hedged at once and avoided, a fast failure retried on a peer even when its own origin's budget is cut | fixed-quantile: the previous policy (first-in-order primary, hedge at the quantile only), kept for comparison" },
+    Key { name: "HEDGE_PRIMARY", default: "latency", range: Range::Text, meaning: "tail-aware policy: latency (primaries drawn by recent latency and failure share, every origin keeping a probe share) | ordered (the first healthy origin in HEDGE_ORIGINS order, e.g. to keep one origin's cache warm)" },
+    Key { name: "HEDGE_PRIMARY_PROBE_PERCENT", default: "2", range: Range::Number { min: 0.0, max: 50.0 }, meaning: "HEDGE_PRIMARY=latency: share of primaries every healthy origin keeps however slow, so its recovery is seen" },
+    Key { name: "HEDGE_STALL_FACTOR", default: "2", range: Range::Number { min: 0.0, max: 100.0 }, meaning: "tail-aware policy: an origin with 2+ requests in flight that has not answered for this many times its recent latency is stalled: its aged requests are hedged at once, new primaries go elsewhere (0 = off)" },
+    Key { name: "HEDGE_QUANTILE", default: "p95", range: Range::Text, meaning: "latency quantile the adaptive delay hedges at: p50..p99.9 or 0.5..0.999" },
+    Key { name: "HEDGE_OFFSET_MS", default: "0", range: Range::Number { min: -10_000.0, max: 10_000.0 }, meaning: "added to the quantile" },
+    Key { name: "HEDGE_MIN_DELAY_MS", default: "5", range: Range::Number { min: 0.0, max: 60_000.0 }, meaning: "lower clamp on the adaptive delay" },
+    Key { name: "HEDGE_MAX_DELAY_MS", default: "2000", range: Range::Number { min: 0.0, max: 60_000.0 }, meaning: "upper clamp on the adaptive delay" },
+    Key { name: "HEDGE_COLD_DELAY_MS", default: "250", range: Range::Number { min: 0.0, max: 60_000.0 }, meaning: "delay used before HEDGE_MIN_DATA_POINTS samples exist" },
+    Key { name: "HEDGE_MIN_DATA_POINTS", default: "50", range: Range::Whole { min: 1, max: 1_000_000 }, meaning: "samples needed before a measured quantile is used" },
+    Key { name: "HEDGE_STATIC_DELAY_MS", default: "none", range: Range::Number { min: 0.0, max: 60_000.0 }, meaning: "the fixed delay of HEDGE_MODE=static (required there)" },
+    Key { name: "HEDGE_RETRY_TIMEOUT_MS", default: "1000", range: Range::Number { min: 1.0, max: 600_000.0 }, meaning: "HEDGE_MODE=retry: time before the primary is abandoned and retried" },
+    Key { name: "HEDGE_BUDGET_PERCENT", default: "12", range: Range::Number { min: 0.0, max: 100.0 }, meaning: "hedges allowed per 100 eligible requests" },
+    Key { name: "HEDGE_BUDGET_FLOOR_PER_SEC", default: "0", range: Range::Number { min: 0.0, max: 10_000.0 }, meaning: "hedges per second per isolate allowed at low traffic; adds up over a PoP's isolates, so 0 keeps the budget a PoP-wide promise" },
+    Key { name: "HEDGE_BUDGET_MAX_TOKENS", default: "10", range: Range::Number { min: 1.0, max: 1_000_000.0 }, meaning: "most earned hedges an isolate can bank (a new isolate starts with none)" },
+    Key { name: "HEDGE_METHODS", default: "GET,HEAD", range: Range::Text, meaning: "methods hedged without an idempotency key (GET, HEAD, OPTIONS, PUT, DELETE allowed)" },
+    Key { name: "HEDGE_IDEMPOTENCY_HEADER", default: "off", range: Range::Text, meaning: "a header (e.g. idempotency-key) whose presence makes any method hedgeable; set it only when every origin shares one idempotency store, never hedged to the same origin" },
+    Key { name: "HEDGE_MAX_BODY_BYTES", default: "1048576", range: Range::Whole { min: 0, max: 100 << 20 }, meaning: "largest request body held to be sent twice" },
+    Key { name: "HEDGE_MAX_HELD_BODY_BYTES", default: "16777216", range: Range::Whole { min: 0, max: 100 << 20 }, meaning: "most request-body bytes one isolate holds for replay at once; a body that does not fit is sent once, streamed, not hedged" },
+    Key { name: "HEDGE_ROUTE_PREFIXES", default: "[]", range: Range::Text, meaning: "JSON array of path prefixes that name routes" },
+    Key { name: "HEDGE_ROUTE_SEGMENTS", default: "1", range: Range::Whole { min: 0, max: 16 }, meaning: "leading path segments that form a route key when no prefix matches" },
+    Key { name: "HEDGE_MAX_ROUTE_KEYS", default: "64", range: Range::Whole { min: 1, max: 10_000 }, meaning: "most (origin, route key) latency windows kept per isolate" },
+    Key { name: "HEDGE_WINDOW_SECS", default: "60", range: Range::Number { min: 1.0, max: 86_400.0 }, meaning: "latency window length" },
+    Key { name: "HEDGE_SUB_WINDOWS", default: "6", range: Range::Whole { min: 1, max: 60 }, meaning: "rotating sub-windows per window" },
+    Key { name: "HEDGE_TIMEOUT_MS", default: "30000", range: Range::Number { min: 1.0, max: 600_000.0 }, meaning: "longest wait for an origin's response headers before 504" },
+    Key { name: "HEDGE_BODY_IDLE_TIMEOUT_MS", default: "0", range: Range::Number { min: 0.0, max: 3_600_000.0 }, meaning: "0 = off. Cut a winner's body when the origin sends nothing for this long (the client sees an error, the origin's connection is closed); costs some CPU per chunk, and encoded (gzip, br) bodies then go out chunked" },
+    Key { name: "HEDGE_CACHE", default: "true", range: Range::Flag, meaning: "serve and store shared-cacheable GET responses through the Workers Cache API" },
+    Key { name: "HEDGE_COALESCE", default: "true", range: Range::Flag, meaning: "identical concurrent cacheable GET misses wait for one origin fetch and read its response from the cache" },
+    Key { name: "HEDGE_COALESCE_MAX_WAIT_MS", default: "5000", range: Range::Number { min: 1.0, max: 600_000.0 }, meaning: "longest a coalesced request waits for the shared fetch before fetching for itself" },
+    Key { name: "HEDGE_COALESCE_MAX_KEYS", default: "1024", range: Range::Whole { min: 1, max: 100_000 }, meaning: "most distinct URLs being coalesced at once per isolate" },
+    Key { name: "HEDGE_POP_BLEND_SAMPLES", default: "200", range: Range::Whole { min: 1, max: 10_000_000 }, meaning: "local samples at which the isolate's own quantile and the PoP-wide one weigh the same" },
+    Key { name: "HEDGE_POP_PUSH_INTERVAL_MS", default: "5000", range: Range::Number { min: 100.0, max: 3_600_000.0 }, meaning: "longest time between an isolate's pushes to the PoP aggregator (with traffic)" },
+    Key { name: "HEDGE_POP_PUSH_EVERY_REQUESTS", default: "1000", range: Range::Whole { min: 1, max: 10_000_000 }, meaning: "requests after which a push is due sooner than the interval" },
+    Key { name: "HEDGE_POP_TIMEOUT_MS", default: "1000", range: Range::Number { min: 1.0, max: 60_000.0 }, meaning: "longest wait for the PoP aggregator's reply; a failure backs pushes off" },
+    Key { name: "HEDGE_POP_FALLBACK_NAME", default: "default", range: Range::Text, meaning: "aggregator name where the request has no cf.colo" },
+    Key { name: "HEDGE_POP_MAX_KEYS", default: "2048", range: Range::Whole { min: 1, max: 100_000 }, meaning: "most (origin, route key) sketches one PoP aggregator holds" },
+    Key { name: "HEDGE_POP_IDLE_SECS", default: "600", range: Range::Number { min: 1.0, max: 86_400.0 * 30.0 }, meaning: "the aggregator forgets a key no push named for this long" },
+    Key { name: "HEDGE_STATS_PATH", default: "/__hedge/stats", range: Range::Text, meaning: "path of the stats endpoint (JSON); served only when HEDGE_STATS_TOKEN is set" },
+    Key { name: "HEDGE_STATS_TOKEN", default: "none", range: Range::Text, meaning: "bearer token for the stats endpoint, at least 16 characters; set it as a secret (wrangler secret put HEDGE_STATS_TOKEN), never in [vars]" },
+    Key { name: "HEDGE_LOG_LEVEL", default: "error", range: Range::Text, meaning: "one JSON log line per request: off | error (5xx and failures only) | info (every request)" },
+    Key { name: "HEDGE_SAME_ORIGIN_HEDGE", default: "true", range: Range::Flag, meaning: "with no healthy peer, hedge to the primary itself on a new request (false: do not hedge)" },
+    Key { name: "HEDGE_HEALTH_CONSECUTIVE_FAILURES", default: "5", range: Range::Whole { min: 1, max: 1_000 }, meaning: "failures in a row (connection error, timeout, 5xx) that mark an origin degraded" },
+    Key { name: "HEDGE_HEALTH_FAILURE_RATE", default: "0.5", range: Range::Number { min: 0.01, max: 1.0 }, meaning: "failure rate over the window that marks an origin degraded" },
+    Key { name: "HEDGE_HEALTH_MIN_REQUESTS", default: "20", range: Range::Whole { min: 1, max: 1_000_000 }, meaning: "requests in the window before failure and 5xx rates count" },
+    Key { name: "HEDGE_HEALTH_COOLDOWN_MS", default: "10000", range: Range::Number { min: 0.0, max: 3_600_000.0 }, meaning: "time before a degraded origin gets one trial request" },
+    Key { name: "HEDGE_5XX_REDUCE_RATE", default: "0.02", range: Range::Number { min: 0.0, max: 1.0 }, meaning: "5xx rate above which hedges to and from an origin drop to HEDGE_5XX_REDUCED_BUDGET_PERCENT" },
+    Key { name: "HEDGE_5XX_REDUCED_BUDGET_PERCENT", default: "5", range: Range::Number { min: 0.0, max: 100.0 }, meaning: "the hedge budget of an origin past HEDGE_5XX_REDUCE_RATE" },
+    Key { name: "HEDGE_5XX_STOP_RATE", default: "0.2", range: Range::Number { min: 0.0, max: 1.0 }, meaning: "5xx rate above which hedging to and from an origin stops" },
+];

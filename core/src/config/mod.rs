@@ -1,0 +1,461 @@
+//! Configuration: the Worker's `HEDGE_*` vars parsed and checked into [`Params`].
+//!
+//! Every key is optional except `HEDGE_ORIGINS`. Parsing never panics and
+//! never falls back silently: every bad key is reported with the reason, and an
+//! unknown `HEDGE_*` key is an error too (a typo would otherwise be ignored).
+
+//!
+//! `keys.rs` declares every key once (default, range, meaning); `reader.rs`
+//! reads them and collects the problems; `origins.rs` checks the origins and
+//! their URLs; `parts.rs` holds each part's own reader (`DelayParams::read`
+//! and so on), which [`parse`] composes.
+
+mod keys;
+mod origins;
+mod parts;
+mod reader;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::admission::budget::BudgetParams;
+use crate::admission::health::HealthParams;
+use crate::admission::hedge_gate::GateParams;
+use crate::admission::origin_load::OriginLoadParams;
+pub use crate::estimation::delay_policy::HedgePolicy;
+use crate::estimation::delay_policy::{DelayParams, HedgeMode};
+use crate::estimation::estimator::EstimatorParams;
+use crate::observe::request_log::LogLevel;
+use crate::pop::aggregate::PopParams;
+use crate::pop::client::PopClientParams;
+use crate::request::coalesce::CoalesceParams;
+use crate::request::eligibility::EligibilityParams;
+use crate::request::route_key::RouteKeyParams;
+pub use keys::{Key, Range, KEYS};
+pub use origins::Origin;
+use reader::Reader;
+
+/// The whole parsed configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// Origins in order of preference.
+    pub origins: Vec<Origin>,
+    /// How hedge delays are chosen.
+    pub mode: HedgeMode,
+    /// Tail-aware (the default) or the fixed-quantile policy kept for comparison.
+    pub policy: HedgePolicy,
+    /// Primary choice and stall detection.
+    pub origin_load: OriginLoadParams,
+    /// Delay choice settings.
+    pub delay: DelayParams,
+    /// Hedge budget settings.
+    pub budget: BudgetParams,
+    /// Which requests may be hedged.
+    pub eligibility: EligibilityParams,
+    /// Most request-body bytes held for replay at once per isolate.
+    pub max_held_body_bytes: u64,
+    /// How paths map to route keys.
+    pub route_keys: RouteKeyParams,
+    /// Latency window and key cap.
+    pub estimator: EstimatorParams,
+    /// Longest wait for response headers from the origins, in milliseconds.
+    pub timeout_ms: f64,
+    /// Longest silence inside a winner's body before it is cut; `None`: no limit.
+    pub body_idle_timeout_ms: Option<f64>,
+    /// Origin health and the 5xx-adaptive budget.
+    pub health: HealthParams,
+    /// With no healthy peer, hedge to the primary itself on a new request.
+    pub same_origin_hedge: bool,
+    /// Serve and store cacheable GET responses through the Cache API.
+    pub cache: bool,
+    /// Coalescing of identical concurrent cacheable misses.
+    pub coalesce: CoalesceParams,
+    /// The PoP aggregate (used when the `POP_AGGREGATOR` binding exists).
+    pub pop: PopConfig,
+    /// The stats endpoint.
+    pub stats: StatsParams,
+    /// Which requests get a JSON log line.
+    pub log_level: LogLevel,
+}
+
+/// Where the stats endpoint is and who may read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatsParams {
+    /// Request path that serves the stats.
+    pub path: String,
+    /// The bearer token; `None` leaves the path unserved (proxied like any other).
+    pub token: Option<Secret>,
+}
+
+/// A secret value: compared, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret's text, for comparison only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+/// Settings of the PoP aggregate, both sides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PopConfig {
+    /// The isolate's push schedule.
+    pub client: PopClientParams,
+    /// The aggregator's limits.
+    pub aggregate: PopParams,
+    /// Longest wait for a push's reply.
+    pub timeout_ms: f64,
+    /// Aggregator name without `cf.colo`.
+    pub fallback_name: String,
+}
+
+/// One problem with one key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The offending key.
+    pub key: String,
+    /// What is wrong and what is accepted.
+    pub reason: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.key, self.reason)
+    }
+}
+
+/// Every key at its declared default, with one origin named "a" (for tests,
+/// examples and parts used alone: the one place defaults come from is `KEYS`).
+pub fn defaults() -> Params {
+    let vars = BTreeMap::from([(
+        "HEDGE_ORIGINS".to_string(),
+        r#"[{"name":"a","url":"https://a.example"}]"#.to_string(),
+    )]);
+    match parse(&vars) {
+        Ok(params) => params,
+        // Unreachable while every default lies in its range (a test checks that).
+        Err(errors) => panic!("the declared defaults do not parse: {errors:?}"),
+    }
+}
+
+/// Parses the `HEDGE_*` vars; on failure, every problem found.
+pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>> {
+    let mut r = Reader::new(vars);
+    r.unknown_keys();
+    let origins = r.origins();
+    let mode = parts::mode(&mut r);
+    let delay = DelayParams::read(&mut r);
+    let budget = BudgetParams::read(&mut r);
+    let eligibility = EligibilityParams::read(&mut r);
+    let max_held_body_bytes = r.integer("HEDGE_MAX_HELD_BODY_BYTES");
+    let route_keys = RouteKeyParams::read(&mut r);
+    let estimator = EstimatorParams::read(&mut r);
+    let timeout_ms = r.number("HEDGE_TIMEOUT_MS");
+    let policy = parts::policy(&mut r);
+    let origin_load = OriginLoadParams::read(&mut r, policy, timeout_ms);
+    let body_idle_timeout_ms = Some(r.number("HEDGE_BODY_IDLE_TIMEOUT_MS")).filter(|ms| *ms > 0.0);
+    let health = HealthParams::read(&mut r, estimator.window, timeout_ms);
+    let pop = PopConfig::read(&mut r, estimator.window);
+    let stats = StatsParams::read(&mut r);
+    let log_level = parts::log_level(&mut r);
+    let same_origin_hedge = r.boolean("HEDGE_SAME_ORIGIN_HEDGE");
+    let cache = r.boolean("HEDGE_CACHE");
+    let coalesce = CoalesceParams::read(&mut r, cache);
+    if !r.errors.is_empty() {
+        return Err(r.errors);
+    }
+    Ok(Params {
+        origins,
+        mode,
+        delay,
+        policy,
+        origin_load,
+        budget,
+        eligibility,
+        max_held_body_bytes,
+        route_keys,
+        estimator,
+        timeout_ms,
+        body_idle_timeout_ms,
+        health,
+        same_origin_hedge,
+        cache,
+        coalesce,
+        pop,
+        stats,
+        log_level,
+    })
+}
+
+impl Params {
+    /// The hedge gate's part of the configuration.
+    pub fn gate(&self) -> GateParams {
+        GateParams {
+            budget: self.budget,
+            health: self.health,
+            zones: self.origins.iter().map(|o| o.zone.clone()).collect(),
+            same_origin_hedge: self.same_origin_hedge,
+            avoid_erroring_peers: self.policy == HedgePolicy::TailAware,
+            origin_load: self.origin_load,
+            // An isolate passes its own (`Hedger::new`).
+            seed: 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    const ORIGINS: (&str, &str) = (
+        "HEDGE_ORIGINS",
+        r#"[{"name":"a","url":"http://127.0.0.1:8081/"},{"name":"b","url":"https://b.example/v1","zone":"eu"}]"#,
+    );
+
+    fn keys_of(errors: &[ConfigError]) -> Vec<&str> {
+        errors.iter().map(|e| e.key.as_str()).collect()
+    }
+
+    #[test]
+    fn defaults_apply_when_only_origins_are_set() {
+        let params = parse(&vars(&[ORIGINS])).expect("valid");
+        assert_eq!(params.origins.len(), 2);
+        assert_eq!(params.origins[0].base_url, "http://127.0.0.1:8081");
+        assert_eq!(params.origins[1].zone.as_deref(), Some("eu"));
+        assert_eq!(params.mode, HedgeMode::Adaptive);
+        assert_eq!(params.delay.quantile, 0.95);
+        assert_eq!(params.budget.percent, 12.0);
+        assert_eq!(params.eligibility.methods, vec!["GET", "HEAD"]);
+        assert_eq!(
+            params.eligibility.idempotency_header, None,
+            "keyed hedging of other methods is opt-in"
+        );
+        assert_eq!(params.budget.floor_per_sec, 0.0, "no per-isolate floor");
+        assert_eq!(params.max_held_body_bytes, 16 << 20);
+        assert_eq!(params.timeout_ms, 30_000.0);
+        assert_eq!(
+            params.body_idle_timeout_ms, None,
+            "no body limit unless asked"
+        );
+    }
+
+    #[test]
+    fn a_body_idle_timeout_is_on_only_above_zero() {
+        let on = parse(&vars(&[ORIGINS, ("HEDGE_BODY_IDLE_TIMEOUT_MS", "1500")])).expect("valid");
+        assert_eq!(on.body_idle_timeout_ms, Some(1_500.0));
+        let off = parse(&vars(&[ORIGINS, ("HEDGE_BODY_IDLE_TIMEOUT_MS", "0")])).expect("valid");
+        assert_eq!(off.body_idle_timeout_ms, None);
+        let errors =
+            parse(&vars(&[ORIGINS, ("HEDGE_BODY_IDLE_TIMEOUT_MS", "-1")])).expect_err("invalid");
+        assert_eq!(keys_of(&errors), vec!["HEDGE_BODY_IDLE_TIMEOUT_MS"]);
+    }
+
+    #[test]
+    fn missing_origins_is_named() {
+        let errors = parse(&vars(&[])).expect_err("invalid");
+        assert_eq!(keys_of(&errors), vec!["HEDGE_ORIGINS"]);
+    }
+
+    #[test]
+    fn every_bad_key_is_reported_at_once() {
+        let errors = parse(&vars(&[
+            ORIGINS,
+            ("HEDGE_QUANTILE", "p10"),
+            ("HEDGE_BUDGET_PERCENT", "lots"),
+            ("HEDGE_METHODS", "GET,POST"),
+            ("HEDGE_TYPO_KEY", "1"),
+        ]))
+        .expect_err("invalid");
+        let keys = keys_of(&errors);
+        for key in [
+            "HEDGE_QUANTILE",
+            "HEDGE_BUDGET_PERCENT",
+            "HEDGE_METHODS",
+            "HEDGE_TYPO_KEY",
+        ] {
+            assert!(keys.contains(&key), "{key} missing from {keys:?}");
+        }
+        let methods = errors
+            .iter()
+            .find(|e| e.key == "HEDGE_METHODS")
+            .expect("present");
+        assert!(
+            methods.reason.contains("POST is not idempotent"),
+            "{}",
+            methods.reason
+        );
+    }
+
+    #[test]
+    fn quantile_accepts_both_notations() {
+        for (raw, q) in [("p99", 0.99), ("0.9", 0.9), ("P99.9", 0.999)] {
+            let params = parse(&vars(&[ORIGINS, ("HEDGE_QUANTILE", raw)])).expect(raw);
+            assert!((params.delay.quantile - q).abs() < 1e-12, "{raw}");
+        }
+    }
+
+    #[test]
+    fn static_mode_requires_its_delay() {
+        let errors = parse(&vars(&[ORIGINS, ("HEDGE_MODE", "static")])).expect_err("invalid");
+        assert_eq!(keys_of(&errors), vec!["HEDGE_STATIC_DELAY_MS"]);
+        let params = parse(&vars(&[
+            ORIGINS,
+            ("HEDGE_MODE", "static"),
+            ("HEDGE_STATIC_DELAY_MS", "10"),
+        ]))
+        .expect("valid");
+        assert_eq!(params.mode, HedgeMode::Static { delay_ms: 10.0 });
+    }
+
+    #[test]
+    fn retry_mode_defaults_to_a_one_second_timeout() {
+        let params = parse(&vars(&[ORIGINS, ("HEDGE_MODE", "retry")])).expect("valid");
+        assert_eq!(
+            params.mode,
+            HedgeMode::Retry {
+                timeout_ms: 1_000.0
+            }
+        );
+    }
+
+    #[test]
+    fn min_delay_above_max_is_an_error() {
+        let errors = parse(&vars(&[
+            ORIGINS,
+            ("HEDGE_MIN_DELAY_MS", "500"),
+            ("HEDGE_MAX_DELAY_MS", "100"),
+        ]))
+        .expect_err("invalid");
+        assert_eq!(keys_of(&errors), vec!["HEDGE_MIN_DELAY_MS"]);
+    }
+
+    #[test]
+    fn bad_origin_entries_are_explained() {
+        let cases = [
+            (r#"{"name":"a"}"#, "not a JSON array"),
+            ("[]", "at least one origin"),
+            (r#"[{"name":"a","url":"ftp://x"}]"#, "http:// or https://"),
+            (r#"[{"name":"a","url":"http://u:p@x"}]"#, "credentials"),
+            (r#"[{"name":"a","url":"http://x/?q=1"}]"#, "query"),
+            (r#"[{"name":"a","url":"http://x:99999"}]"#, "port"),
+            (r#"[{"name":"a","url":"http://"}]"#, "host"),
+            (
+                r#"[{"name":"a","url":"http://x"},{"name":"a","url":"http://y"}]"#,
+                "duplicate",
+            ),
+            (r#"[{"name":"a b","url":"http://x"}]"#, "name"),
+            (
+                r#"[{"name":"a","url":"http://x","weight":3}]"#,
+                "unknown field",
+            ),
+        ];
+        for (raw, needle) in cases {
+            let errors = parse(&vars(&[("HEDGE_ORIGINS", raw)])).expect_err(raw);
+            assert_eq!(errors[0].key, "HEDGE_ORIGINS");
+            assert!(
+                errors[0].reason.contains(needle),
+                "{raw}: {}",
+                errors[0].reason
+            );
+        }
+    }
+
+    #[test]
+    fn ipv6_origins_are_accepted() {
+        let params = parse(&vars(&[(
+            "HEDGE_ORIGINS",
+            r#"[{"name":"a","url":"http://[::1]:8080"}]"#,
+        )]))
+        .expect("valid");
+        assert_eq!(params.origins[0].base_url, "http://[::1]:8080");
+    }
+
+    #[test]
+    fn every_declared_default_is_in_its_own_range() {
+        for key in KEYS {
+            let ok = match key.range {
+                Range::Number { min, max } => key
+                    .default
+                    .parse::<f64>()
+                    .map_or(key.default == "none", |v| (min..=max).contains(&v)),
+                Range::Whole { min, max } => key
+                    .default
+                    .parse::<u64>()
+                    .is_ok_and(|v| (min..=max).contains(&v)),
+                Range::Flag => matches!(key.default, "true" | "false"),
+                Range::Text => true,
+            };
+            assert!(
+                ok,
+                "{}: default {:?} vs {:?}",
+                key.name, key.default, key.range
+            );
+        }
+    }
+
+    #[test]
+    fn every_key_read_is_declared_once() {
+        // Parsing the defaults reads every key; an undeclared read is an error.
+        assert!(parse(&vars(&[ORIGINS])).is_ok());
+        let mut names: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KEYS.len(), "a key is declared twice");
+    }
+
+    #[test]
+    fn every_key_is_documented_in_the_readme() {
+        let readme = include_str!("../../../README.md");
+        for Key { name: key, .. } in KEYS {
+            assert!(
+                readme.contains(&format!("`{key}`")),
+                "{key} missing from README.md"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_idempotency_header_disables_it() {
+        let params = parse(&vars(&[ORIGINS, ("HEDGE_IDEMPOTENCY_HEADER", "")])).expect("valid");
+        assert_eq!(params.eligibility.idempotency_header, None);
+    }
+
+    #[test]
+    fn every_text_default_comes_from_the_key_table() {
+        // Setting each text key to its declared default changes nothing:
+        // the parser reads an absent key's default from KEYS, not from a
+        // second copy in the code.
+        let base = parse(&vars(&[ORIGINS])).expect("valid");
+        for key in KEYS.iter().filter(|k| k.range == Range::Text) {
+            if matches!(key.default, "required" | "none") {
+                continue;
+            }
+            let set = parse(&vars(&[ORIGINS, (key.name, key.default)])).unwrap_or_else(|e| {
+                panic!(
+                    "{}: its default {:?} does not parse: {e:?}",
+                    key.name, key.default
+                )
+            });
+            assert_eq!(
+                set, base,
+                "{}: the declared default {:?} is not what an absent key gets",
+                key.name, key.default
+            );
+        }
+    }
+}

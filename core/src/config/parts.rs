@@ -1,0 +1,329 @@
+//! Each part of the configuration reads its own keys (`DelayParams::read`
+//! and so on); [`super::parse`] only composes them. Text keys are read by a
+//! function of their text, so an absent key reads its declared default the
+//! same way a set one is read.
+
+use super::reader::Reader;
+use super::{PopConfig, Secret, StatsParams};
+use crate::admission::budget::BudgetParams;
+use crate::admission::health::HealthParams;
+use crate::admission::origin_load::OriginLoadParams;
+use crate::estimation::delay_policy::{DelayParams, HedgeMode, HedgePolicy};
+use crate::estimation::estimator::EstimatorParams;
+use crate::estimation::window::WindowParams;
+use crate::observe::request_log::LogLevel;
+use crate::pop::aggregate::PopParams;
+use crate::pop::client::{PopClientParams, MAX_PUSH_BACKOFF_MS};
+use crate::request::coalesce::{CoalesceParams, MAX_WAITERS_PER_FLIGHT};
+use crate::request::eligibility::EligibilityParams;
+use crate::request::route_key::RouteKeyParams;
+
+/// The shortest silence that can be a stall, ms: below it, timer and
+/// scheduling noise would look like one.
+const STALL_MIN_MS: f64 = 20.0;
+
+/// Methods hedged without an idempotency key may only be these.
+const IDEMPOTENT: &[&str] = &["GET", "HEAD", "OPTIONS", "PUT", "DELETE"];
+
+// === impl DelayParams ===
+
+impl DelayParams {
+    pub(super) fn read(r: &mut Reader<'_>) -> Self {
+        let delay = Self {
+            quantile: r.parsed("HEDGE_QUANTILE", quantile, 0.0),
+            offset_ms: r.number("HEDGE_OFFSET_MS"),
+            min_delay_ms: r.number("HEDGE_MIN_DELAY_MS"),
+            max_delay_ms: r.number("HEDGE_MAX_DELAY_MS"),
+            cold_delay_ms: r.number("HEDGE_COLD_DELAY_MS"),
+            min_data_points: r.integer("HEDGE_MIN_DATA_POINTS"),
+            pop_blend_samples: r.integer("HEDGE_POP_BLEND_SAMPLES"),
+        };
+        if delay.min_delay_ms > delay.max_delay_ms {
+            r.fail(
+                "HEDGE_MIN_DELAY_MS",
+                format!(
+                    "must not exceed HEDGE_MAX_DELAY_MS ({})",
+                    delay.max_delay_ms
+                ),
+            );
+        }
+        delay
+    }
+}
+
+/// `p95` or `0.95`.
+fn quantile(raw: &str) -> Result<f64, String> {
+    let parsed = match raw.strip_prefix(['p', 'P']) {
+        Some(percent) => percent.parse::<f64>().map(|p| p / 100.0),
+        None => raw.parse::<f64>(),
+    };
+    match parsed {
+        // The tolerance lets p99.9 (99.9 / 100 = 0.99900000000000001) through.
+        Ok(q) if (0.5 - 1e-9..=0.999 + 1e-9).contains(&q) => Ok(q),
+        _ => Err(format!("expected p50..p99.9 or 0.5..0.999, got {raw:?}")),
+    }
+}
+
+/// `HEDGE_MODE`, with the delay or timeout its mode needs.
+pub(super) fn mode(r: &mut Reader<'_>) -> HedgeMode {
+    let mode = r.parsed("HEDGE_MODE", mode_name, "adaptive");
+    match mode {
+        "off" => HedgeMode::Off,
+        "static" => {
+            if r.raw("HEDGE_STATIC_DELAY_MS").is_none() {
+                r.fail(
+                    "HEDGE_STATIC_DELAY_MS",
+                    "required when HEDGE_MODE is static",
+                );
+            }
+            HedgeMode::Static {
+                delay_ms: r.number("HEDGE_STATIC_DELAY_MS"),
+            }
+        }
+        "retry" => HedgeMode::Retry {
+            timeout_ms: r.number("HEDGE_RETRY_TIMEOUT_MS"),
+        },
+        _ => HedgeMode::Adaptive,
+    }
+}
+
+fn mode_name(raw: &str) -> Result<&'static str, String> {
+    let lower = raw.to_ascii_lowercase();
+    ["adaptive", "static", "off", "retry"]
+        .into_iter()
+        .find(|m| *m == lower)
+        .ok_or_else(|| format!("expected adaptive, static, off or retry, got {lower:?}"))
+}
+
+/// `HEDGE_POLICY`.
+pub(super) fn policy(r: &mut Reader<'_>) -> HedgePolicy {
+    let read = |raw: &str| match raw.trim().to_ascii_lowercase().as_str() {
+        "tail-aware" => Ok(HedgePolicy::TailAware),
+        "fixed-quantile" => Ok(HedgePolicy::FixedQuantile),
+        other => Err(format!(
+            "expected tail-aware or fixed-quantile, got {other:?}"
+        )),
+    };
+    r.parsed("HEDGE_POLICY", read, HedgePolicy::TailAware)
+}
+
+// === impl OriginLoadParams ===
+
+impl OriginLoadParams {
+    /// Primary choice and stall detection, which only the tail-aware policy
+    /// uses (its keys are read whatever the policy, so a bad value is
+    /// reported either way).
+    pub(super) fn read(r: &mut Reader<'_>, policy: HedgePolicy, timeout_ms: f64) -> Self {
+        let tail_aware = policy == HedgePolicy::TailAware;
+        let read = |raw: &str| match raw.trim().to_ascii_lowercase().as_str() {
+            "latency" => Ok(true),
+            "ordered" => Ok(false),
+            other => Err(format!("expected latency or ordered, got {other:?}")),
+        };
+        let by_latency = r.parsed("HEDGE_PRIMARY", read, true);
+        let stall_factor = r.number("HEDGE_STALL_FACTOR");
+        Self {
+            by_latency: by_latency && tail_aware,
+            probe_share: r.number("HEDGE_PRIMARY_PROBE_PERCENT") / 100.0,
+            stall_factor: if tail_aware { stall_factor } else { 0.0 },
+            stall_min_ms: STALL_MIN_MS,
+            leg_expiry_ms: timeout_ms,
+            governor: tail_aware,
+        }
+    }
+}
+
+// === impl BudgetParams ===
+
+impl BudgetParams {
+    pub(super) fn read(r: &mut Reader<'_>) -> Self {
+        Self {
+            percent: r.number("HEDGE_BUDGET_PERCENT"),
+            floor_per_sec: r.number("HEDGE_BUDGET_FLOOR_PER_SEC"),
+            max_tokens: r.number("HEDGE_BUDGET_MAX_TOKENS"),
+        }
+    }
+}
+
+// === impl EligibilityParams ===
+
+impl EligibilityParams {
+    pub(super) fn read(r: &mut Reader<'_>) -> Self {
+        Self {
+            methods: r.parsed("HEDGE_METHODS", methods, Vec::new()),
+            idempotency_header: r.parsed("HEDGE_IDEMPOTENCY_HEADER", idempotency_header, None),
+            max_body_bytes: r.integer("HEDGE_MAX_BODY_BYTES"),
+        }
+    }
+}
+
+/// A comma-separated list of idempotent methods.
+fn methods(raw: &str) -> Result<Vec<String>, String> {
+    let mut methods = Vec::new();
+    for m in raw
+        .split(',')
+        .map(|m| m.trim().to_ascii_uppercase())
+        .filter(|m| !m.is_empty())
+    {
+        if !IDEMPOTENT.contains(&m.as_str()) {
+            return Err(format!(
+                "{m} is not idempotent; allowed: {}. Use HEDGE_IDEMPOTENCY_HEADER for others",
+                IDEMPOTENT.join(", ")
+            ));
+        }
+        methods.push(m);
+    }
+    Ok(methods)
+}
+
+/// A header name, or `off` (or nothing) for none.
+fn idempotency_header(raw: &str) -> Result<Option<String>, String> {
+    let name = raw.trim().to_ascii_lowercase();
+    if name.is_empty() || name == "off" {
+        return Ok(None);
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(format!("{name:?} is not a header name"));
+    }
+    Ok(Some(name))
+}
+
+// === impl RouteKeyParams ===
+
+impl RouteKeyParams {
+    pub(super) fn read(r: &mut Reader<'_>) -> Self {
+        let prefixes = |raw: &str| match serde_json::from_str::<Vec<String>>(raw) {
+            Ok(prefixes) if prefixes.iter().all(|p| p.starts_with('/')) => Ok(prefixes),
+            Ok(_) => Err("every prefix must start with '/'".to_string()),
+            Err(e) => Err(format!("expected a JSON array of strings: {e}")),
+        };
+        Self {
+            prefixes: r.parsed("HEDGE_ROUTE_PREFIXES", prefixes, Vec::new()),
+            segments: r.integer("HEDGE_ROUTE_SEGMENTS") as usize,
+        }
+    }
+}
+
+// === impl EstimatorParams ===
+
+impl EstimatorParams {
+    pub(super) fn read(r: &mut Reader<'_>) -> Self {
+        Self {
+            window: WindowParams {
+                window_ms: r.number("HEDGE_WINDOW_SECS") * 1000.0,
+                sub_windows: r.integer("HEDGE_SUB_WINDOWS") as usize,
+            },
+            max_route_keys: r.integer("HEDGE_MAX_ROUTE_KEYS") as usize,
+        }
+    }
+}
+
+// === impl HealthParams ===
+
+impl HealthParams {
+    /// Origin health over the latency window; a trial lasts at most as long
+    /// as any request may (`timeout_ms`).
+    pub(super) fn read(r: &mut Reader<'_>, window: WindowParams, timeout_ms: f64) -> Self {
+        let health = Self {
+            window,
+            trial_timeout_ms: timeout_ms,
+            consecutive_failures: r.integer("HEDGE_HEALTH_CONSECUTIVE_FAILURES") as u32,
+            failure_rate: r.number("HEDGE_HEALTH_FAILURE_RATE"),
+            min_requests: r.integer("HEDGE_HEALTH_MIN_REQUESTS"),
+            cooldown_ms: r.number("HEDGE_HEALTH_COOLDOWN_MS"),
+            reduce_above_5xx_rate: r.number("HEDGE_5XX_REDUCE_RATE"),
+            reduced_budget_percent: r.number("HEDGE_5XX_REDUCED_BUDGET_PERCENT"),
+            stop_above_5xx_rate: r.number("HEDGE_5XX_STOP_RATE"),
+        };
+        if health.stop_above_5xx_rate < health.reduce_above_5xx_rate {
+            r.fail(
+                "HEDGE_5XX_STOP_RATE",
+                "must not be below HEDGE_5XX_REDUCE_RATE",
+            );
+        }
+        health
+    }
+}
+
+// === impl PopConfig ===
+
+impl PopConfig {
+    /// The PoP aggregate; its answers are used for one latency `window`.
+    pub(super) fn read(r: &mut Reader<'_>, window: WindowParams) -> Self {
+        let name = |raw: &str| match raw.trim() {
+            "" => Err("must not be empty".to_string()),
+            name => Ok(name.to_string()),
+        };
+        Self {
+            client: PopClientParams {
+                push_interval_ms: r.number("HEDGE_POP_PUSH_INTERVAL_MS"),
+                push_every_requests: r.integer("HEDGE_POP_PUSH_EVERY_REQUESTS"),
+                stale_ms: window.window_ms,
+                enabled: true,
+                max_backoff_ms: MAX_PUSH_BACKOFF_MS,
+            },
+            aggregate: PopParams {
+                window,
+                max_keys: r.integer("HEDGE_POP_MAX_KEYS") as usize,
+                idle_ms: r.number("HEDGE_POP_IDLE_SECS") * 1000.0,
+            },
+            timeout_ms: r.number("HEDGE_POP_TIMEOUT_MS"),
+            // An empty name is the same as none: the declared default.
+            fallback_name: match r.raw("HEDGE_POP_FALLBACK_NAME") {
+                Some("") => r.default_text("HEDGE_POP_FALLBACK_NAME").to_string(),
+                _ => r.parsed("HEDGE_POP_FALLBACK_NAME", name, String::new()),
+            },
+        }
+    }
+}
+
+// === impl StatsParams ===
+
+impl StatsParams {
+    pub(super) fn read(r: &mut Reader<'_>) -> Self {
+        let path = |raw: &str| match raw.trim() {
+            p if p.starts_with('/') && !p.contains(['?', '#', ' ']) => Ok(p.to_string()),
+            _ => Err("must be a path starting with '/', without query or fragment".to_string()),
+        };
+        let token = match r.raw("HEDGE_STATS_TOKEN").map(str::trim) {
+            None | Some("") => None,
+            Some(t) if t.len() >= 16 => Some(Secret(t.to_string())),
+            Some(_) => {
+                // The value itself is never echoed in the error.
+                r.fail(
+                    "HEDGE_STATS_TOKEN",
+                    "must be at least 16 characters (a guessable token exposes origin names and traffic)",
+                );
+                None
+            }
+        };
+        Self {
+            path: r.parsed("HEDGE_STATS_PATH", path, String::new()),
+            token,
+        }
+    }
+}
+
+/// `HEDGE_LOG_LEVEL`.
+pub(super) fn log_level(r: &mut Reader<'_>) -> LogLevel {
+    let read =
+        |raw: &str| LogLevel::parse(raw).ok_or_else(|| "must be off, error or info".to_string());
+    r.parsed("HEDGE_LOG_LEVEL", read, LogLevel::Error)
+}
+
+// === impl CoalesceParams ===
+
+impl CoalesceParams {
+    /// Waiters read the shared response from the cache: no cache, no coalescing.
+    pub(super) fn read(r: &mut Reader<'_>, cache: bool) -> Self {
+        Self {
+            enabled: r.boolean("HEDGE_COALESCE") && cache,
+            max_wait_ms: r.number("HEDGE_COALESCE_MAX_WAIT_MS"),
+            max_flights: r.integer("HEDGE_COALESCE_MAX_KEYS") as usize,
+            max_waiters: MAX_WAITERS_PER_FLIGHT,
+        }
+    }
+}
