@@ -4,7 +4,7 @@
 //
 //   node lab/run.mjs [--scenario heavy-tail|gc-pause|bimodal-cache|slow-origin|fast-503|cliff|rare-stalls|recovery|all|none]
 //                    [--rate 200] [--seconds 15] [--warmup 3] [--seed 1] [--out lab-results]
-//                    [--overhead] [--overhead-seconds 4] [--overhead-rounds 5] [--health-off]
+//                    [--overhead] [--overhead-seconds 4] [--overhead-rounds 5] [--overhead-baseline [LABEL=]DIR,...] [--health-off]
 //                    [--configs "hedging off,fixed-quantile,default"]
 //                    [--pop] [--pop-rate 50] [--pop-isolates 8] [--pop-seconds 2]
 import { execFileSync, spawn } from "node:child_process";
@@ -36,6 +36,12 @@ export const CONFIGURATIONS = [
   { name: "worker, static 10 ms hedge", vars: { HEDGE_MODE: "static", HEDGE_STATIC_DELAY_MS: "10", ...PREVIOUS } },
   { name: "worker, fixed-quantile p95 (previous default)", vars: PREVIOUS },
   { name: DEFAULT_CONFIGURATION, vars: {} },
+];
+
+/** Bare pass-through Workers, picked by name with --configs (not in the default list). */
+export const PASS_THROUGHS = [
+  { name: "minimal JS pass-through worker", start: (origins) => startJsPassthrough(origins[0].url) },
+  { name: "minimal workers-rs pass-through", start: (origins) => startRustPassthrough(origins[0].url) },
 ];
 
 /** With --health-off: the adaptive hedge with origin health and the 5xx-adaptive budget disabled. */
@@ -134,6 +140,9 @@ export async function runScenario({ scenarioName, rate, seconds, warmup, seed, c
       if (config.vars) {
         worker = await startWorker({ HEDGE_ORIGINS: origins, ...config.vars });
         url = worker.url;
+      } else if (config.start) {
+        worker = await config.start(origins);
+        url = worker.url;
       }
       try {
         if (warmup > 0) await load(url, rate, warmup);
@@ -178,18 +187,30 @@ export async function runScenario({ scenarioName, rate, seconds, warmup, seed, c
 }
 
 /**
- * Closed-loop maximum throughput of three Workers on the same workerd build
- * and origin. All three run at once; rounds alternate between them so drift
+ * Closed-loop maximum throughput of four Workers on the same workerd build
+ * and origin (a JavaScript and a workers-rs pass-through, hedgehog-edge with
+ * hedging off and by default). All run at once; rounds alternate between them so drift
  * in the machine's load hits each alike, and the median round is reported.
  */
-export async function runOverhead({ seconds, rounds = 3, concurrency = 32, warmup = 3 }) {
+export async function runOverhead({ seconds, rounds = 3, concurrency = 32, warmup = 3, baseline = null }) {
   const sim = spawnJson(["lab/origin-sim.mjs", "--scenario", "instant"], { keepAlive: true });
   const { origins } = await sim.firstLine;
   const targets = [
     { name: "minimal JS pass-through worker", start: () => startJsPassthrough(origins[0].url) },
+    { name: "minimal workers-rs pass-through", start: () => startRustPassthrough(origins[0].url) },
     { name: "hedgehog-edge, hedging off", start: () => startWorker({ HEDGE_ORIGINS: origins, HEDGE_MODE: "off" }) },
     { name: "hedgehog-edge, default (tail-aware) hedging", start: () => startWorker({ HEDGE_ORIGINS: origins }) },
   ];
+  // Other builds (of an older commit, say) through the same path in the same
+  // run: "label=dir,label=dir" (a bare dir is labelled "baseline build").
+  for (const spec of (baseline ?? "").split(",").filter(Boolean)) {
+    const [label, dir] = spec.includes("=") ? spec.split("=") : ["baseline build", spec];
+    const scriptPath = path.join(path.resolve(dir), "index.js");
+    targets.push(
+      { name: `${label}, hedging off`, start: () => startWorker({ HEDGE_ORIGINS: origins, HEDGE_MODE: "off" }, { scriptPath }) },
+      { name: `${label}, default hedging`, start: () => startWorker({ HEDGE_ORIGINS: origins }, { scriptPath }) },
+    );
+  }
   const closedLoop = async (url, secs) => {
     const { firstLine } = spawnJson(["lab/loadgen.mjs", "--url", url, "--closed", "--concurrency", String(concurrency), "--seconds", String(secs)]);
     return firstLine;
@@ -226,8 +247,11 @@ export async function runOverhead({ seconds, rounds = 3, concurrency = 32, warmu
     Object.assign(r, { rps: median.rps, p50: median.p50, p99: median.p99 });
     r.workerdCpuUsPerRequest = r.requests > 0 ? (r.cpuMs * 1000) / r.requests : null;
   }
-  const js = results[0].rps;
-  for (const r of results) r.vsJsPct = (r.rps / js) * 100;
+  const js = results[0];
+  for (const r of results) {
+    r.vsJsPct = (r.rps / js.rps) * 100;
+    r.cpuVsJs = r.workerdCpuUsPerRequest && js.workerdCpuUsPerRequest ? r.workerdCpuUsPerRequest / js.workerdCpuUsPerRequest : null;
+  }
   return { seconds, rounds, concurrency, results };
 }
 
@@ -252,6 +276,20 @@ export function cpuMs(pids) {
     }
   }
   return ticks * 10; // USER_HZ is 100 on Linux
+}
+
+/** The minimal workers-rs pass-through (lab/rust-passthrough), built on first use. */
+async function startRustPassthrough(originUrl) {
+  execFileSync("bash", [path.join(root, "scripts/build-rust-passthrough.sh")], { stdio: "inherit" });
+  const mf = new Miniflare({
+    scriptPath: path.join(root, "lab/rust-passthrough/build/index.js"),
+    modules: true,
+    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"], fallthrough: true }],
+    compatibilityDate: "2026-07-01",
+    bindings: { ORIGIN: originUrl },
+  });
+  const url = (await mf.ready).toString().replace(/\/$/, "");
+  return { url, dispose: () => mf.dispose() };
 }
 
 async function startJsPassthrough(originUrl) {
@@ -312,12 +350,12 @@ function writeReports(out, reports, overhead, pop = null) {
       "",
     );
     md.push(
-      "| worker | requests/s (median) | % of JS pass-through | every round, requests/s | workerd CPU us/request | p50 ms | p99 ms | errors |",
-      "|---|---|---|---|---|---|---|---|",
+      "| worker | requests/s (median) | % of JS pass-through | every round, requests/s | workerd CPU us/request | CPU ÷ JS pass-through | p50 ms | p99 ms | errors |",
+      "|---|---|---|---|---|---|---|---|---|",
     );
     for (const r of overhead.results) {
       md.push(
-        `| ${r.name} | ${r.rps.toFixed(0)} | ${r.vsJsPct.toFixed(1)} | ${r.rounds.map((x) => x.rps.toFixed(0)).join(", ")} | ${r.workerdCpuUsPerRequest?.toFixed(0) ?? "-"} | ${r.p50?.toFixed(2)} | ${r.p99?.toFixed(2)} | ${r.errors} |`,
+        `| ${r.name} | ${r.rps.toFixed(0)} | ${r.vsJsPct.toFixed(1)} | ${r.rounds.map((x) => x.rps.toFixed(0)).join(", ")} | ${r.workerdCpuUsPerRequest?.toFixed(0) ?? "-"} | ${r.cpuVsJs?.toFixed(2) ?? "-"} | ${r.p50?.toFixed(2)} | ${r.p99?.toFixed(2)} | ${r.errors} |`,
       );
     }
     md.push("");
@@ -338,8 +376,9 @@ function writeReports(out, reports, overhead, pop = null) {
  * `--configs off,fixed,default`: a subset by short name (substring of the
  * configuration's name; "default" is the default policy). Empty: all.
  */
-function pickConfigurations(all, list) {
-  if (!list) return all;
+function pickConfigurations(configurations, list) {
+  if (!list) return configurations;
+  const all = [...configurations, ...PASS_THROUGHS];
   return list.split(",").map((want) => {
     const found = want === "default" ? all.find((c) => c.name === DEFAULT_CONFIGURATION) : all.find((c) => c.name.includes(want));
     if (!found) throw new Error(`--configs: no configuration matches "${want}"; names: ${all.map((c) => c.name).join("; ")}`);
@@ -361,6 +400,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       overhead: { type: "boolean", default: false },
       "overhead-seconds": { type: "string", default: "4" },
       "overhead-rounds": { type: "string", default: "5" },
+      "overhead-baseline": { type: "string" },
       "health-off": { type: "boolean", default: false },
       configs: { type: "string", default: "" },
       pop: { type: "boolean", default: false },
@@ -384,7 +424,11 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       }),
     );
   }
-  const overhead = values.overhead ? await runOverhead({ seconds: Number(values["overhead-seconds"]), rounds: Number(values["overhead-rounds"]) }) : null;
+  const overhead = values.overhead ? await runOverhead({
+        seconds: Number(values["overhead-seconds"]),
+        rounds: Number(values["overhead-rounds"]),
+        baseline: values["overhead-baseline"],
+      }) : null;
   let pop = null;
   if (values.pop) {
     const sim = spawnJson(["lab/origin-sim.mjs", "--scenario", "heavy-tail", "--seed", values.seed], { keepAlive: true });

@@ -30,6 +30,10 @@ const scenarios = {
     description: "the primary is degraded (lognormal median 120 ms, sigma 0.5); the secondary is healthy heavy-tail",
     origins: [{ latency: (rng) => rng.lognormal(120, 0.5) }, { latency: heavyTail }],
   },
+  fast: {
+    description: "a fast origin with no tail of its own: lognormal(40 ms, 0.35) (for what a pass-through adds)",
+    origins: [{ latency: (rng) => rng.lognormal(40, 0.35) }, { latency: (rng) => rng.lognormal(40, 0.35) }],
+  },
   instant: {
     description: "answers at once (for throughput measurements)",
     origins: [{ latency: () => 0 }, { latency: () => 0 }],
@@ -74,7 +78,7 @@ function bimodal(rng) {
 }
 
 /** The latency scenarios (the throughput-only "instant" origin is left out). */
-export const SCENARIO_NAMES = Object.keys(scenarios).filter((n) => n !== "instant");
+export const SCENARIO_NAMES = Object.keys(scenarios).filter((n) => n !== "instant" && n !== "fast");
 
 export function scenario(name) {
   const s = scenarios[name];

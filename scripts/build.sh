@@ -11,4 +11,10 @@ log "build: worker-build --release"
 worker-build --release
 wasm="build/index_bg.wasm"
 [ -f "$wasm" ] || wasm="$(find build -name '*.wasm' | head -n1)"
+# Function names go to a symbol map beside the module instead of into every
+# cold start (panic frames read wasm-function[N]: look N up there).
+# HEDGEHOG_KEEP_NAMES=1 keeps them in (for lab/profile.mjs).
+if [ "${HEDGEHOG_KEEP_NAMES:-0}" != 1 ]; then
+  log "build: $(python3 scripts/wasm-names.py "$wasm")"
+fi
 log "build: $(stat -c %s "$wasm") bytes raw, $(gzip -9c "$wasm" | wc -c) bytes gzipped ($wasm)"

@@ -5,7 +5,6 @@
 //! over (one call per event), sending the hedge or aborting every leg but
 //! the winner, through its own `AbortController`, when told to.
 
-use std::rc::Rc;
 use std::time::Duration;
 
 use futures::future::{Fuse, FutureExt, LocalBoxFuture};
@@ -121,18 +120,23 @@ pub(crate) async fn run(
     outbound: &mut OutboundRequest,
     client: &web_sys::AbortSignal,
 ) -> worker::Result<RaceReport> {
-    // The configuration (shared, not copied); a URL is built only for a leg
-    // that goes out: most requests send one.
-    let params = Rc::clone(isolate.borrow().params());
+    let delay_ms = plan.first_timer_ms();
+    // The race starts as the primary goes out; the configuration comes along
+    // (shared, not copied): a URL is built only for a leg that goes out.
+    let (mut state, params) = isolate.borrow_mut().start(plan, now_ms());
     let url = |origin: usize| {
         params.origins.get(origin).map_or_else(String::new, |o| {
             upstream_url(&o.base_url, target.path, target.query)
         })
     };
-    let delay_ms = plan.first_timer_ms();
     // One controller per leg, so aborting the loser leaves the winner alone.
-    let primary = LegIo::send(&url(plan.primary), outbound, Leg::Primary)?;
-    let mut state = isolate.borrow_mut().start(plan, now_ms());
+    let primary = match LegIo::send(&url(state.plan.primary), outbound, Leg::Primary) {
+        Ok(primary) => primary,
+        Err(e) => {
+            isolate.borrow_mut().primary_not_sent(&mut state, now_ms());
+            return Err(e);
+        }
+    };
     let mut legs = [primary, LegIo::idle()];
     let mut timer = match delay_ms {
         Some(ms) => delay(ms).fuse(),

@@ -233,9 +233,16 @@ impl Isolate {
         Some(EntryUse::Serve { age_s, refresh })
     }
 
-    /// The primary is sent at `now_ms`: the race begins.
-    pub fn start(&mut self, plan: RacePlan, now_ms: f64) -> RaceState {
-        self.hedger.start(plan, now_ms)
+    /// The primary is sent at `now_ms`: the race begins. The configuration
+    /// comes along (the driver builds each leg's URL from it).
+    pub fn start(&mut self, plan: RacePlan, now_ms: f64) -> (RaceState, Rc<Params>) {
+        (self.hedger.start(plan, now_ms), Rc::clone(&self.params))
+    }
+
+    /// The primary of a started race could not be built (the Worker's own
+    /// failure): no origin is blamed.
+    pub fn primary_not_sent(&mut self, state: &mut RaceState, now_ms: f64) {
+        self.hedger.primary_not_sent(state, now_ms);
     }
 
     /// One event of a race, and what follows through `io`; `Some(end)` once

@@ -180,6 +180,18 @@ impl Hedger {
         }
     }
 
+    /// The Worker could not build the primary it planned (its own failure):
+    /// the origin was never asked, so nothing is booked against it, and a
+    /// recovery trial the plan claimed is given back.
+    pub fn primary_not_sent(&mut self, state: &mut RaceState, now_ms: f64) {
+        let record = &mut state.legs[Leg::Primary.index()];
+        if let Some(id) = record.load_id.take() {
+            self.gate.load.leg_cut(record.origin, id);
+        }
+        self.gate.abandoned(record.origin, now_ms);
+        state.end = Some(RaceEnd::ClientGone);
+    }
+
     /// The hedge went out at `now_ms`.
     pub fn hedge_sent(&mut self, state: &mut RaceState, now_ms: f64) {
         let hedge = &mut state.legs[Leg::Hedge.index()];
