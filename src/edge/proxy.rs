@@ -59,7 +59,11 @@ pub(crate) async fn run(
     if client.req.signal().aborted() {
         return reply::client_gone(&request_id);
     }
-    let plan = isolate.borrow_mut().plan(&mut admission);
+    // Planned at admission when nothing had to be looked up or read first.
+    let plan = match admission.plan.take() {
+        Some(plan) => plan,
+        None => isolate.borrow_mut().plan(&mut admission),
+    };
     let mut outbound = OutboundRequest {
         method: admission.method.clone(),
         headers: leg::outbound_headers(client.headers, &request_id)?,

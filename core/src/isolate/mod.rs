@@ -197,8 +197,9 @@ impl Isolate {
         (role, self.cache_routes.should_lookup(route))
     }
 
-    /// The admitted request's plan: made at admission, else now (for its
-    /// arrival time).
+    /// The admitted request's plan: the one made at admission, else one
+    /// made now (for its arrival time). The Worker takes a plan made at
+    /// admission itself, without a call.
     pub fn plan(&mut self, admission: &mut Admission) -> RacePlan {
         match admission.plan.take() {
             Some(plan) => plan,
