@@ -72,9 +72,9 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             let authorization = header("authorization");
             stats_page::respond(&isolate, &method, authorization.as_deref(), &request_id)
         }
-        Admit::WebSocket {
-            request_id, url, ..
-        } => websocket::pass_through(&req, &url, &request_id).await,
+        Admit::WebSocket { request_id, url } => {
+            websocket::pass_through(&req, &url, &request_id).await
+        }
         Admit::Proxy(admission) => {
             let client = client::Client {
                 req: &req,

@@ -62,7 +62,7 @@ pub(crate) async fn run(
     // Planned at admission when nothing had to be looked up or read first.
     let plan = match admission.plan.take() {
         Some(plan) => plan,
-        None => isolate.borrow_mut().plan(&mut admission),
+        None => isolate.borrow_mut().plan(&admission),
     };
     let mut outbound = OutboundRequest {
         method: admission.method.clone(),

@@ -12,7 +12,8 @@ use super::clock::{new_id, now_ms};
 use super::isolate::{self, Shared};
 use super::leg::{self, OutboundBody, OutboundRequest};
 use super::race::{self, Outcome, Target};
-use hedgehog_core::isolate::{response_freshness, Admission};
+use hedgehog_core::cache::policy::response_freshness;
+use hedgehog_core::isolate::Admission;
 use hedgehog_core::request::outbound::TraceContext;
 
 /// Starts the refresh of `entry` (served stale to `client`'s request) in

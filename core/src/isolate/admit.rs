@@ -57,8 +57,6 @@ pub enum Admit {
     WebSocket {
         /// The request's id.
         request_id: String,
-        /// The origin it goes to.
-        origin: usize,
         /// The URL on that origin.
         url: String,
     },

@@ -2,8 +2,7 @@
 //! told (`x-hedge`, `Server-Timing`), whether a stale copy stands in for a
 //! failure, what the cache keeps, and the request's log line.
 
-use crate::cache::freshness::{FreshnessHeaders, StoredMeta};
-use crate::cache::policy::{may_be_stored, storable, CacheResponseFacts, STORED_STATUSES};
+use crate::cache::freshness::StoredMeta;
 use crate::config::Params;
 use crate::observe::request_log::{LegLine, LogLevel, RequestLine};
 use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
@@ -72,61 +71,6 @@ pub(super) fn x_hedge(state: &RaceState, rescue: bool) -> &'static str {
     }
 }
 
-/// The answer's freshness if the cache may keep it: requested at
-/// `requested_ms`, answered at `answered_ms`. The cheap refusals come first:
-/// each header read crosses into JavaScript, and most answers are not storable.
-pub fn response_freshness(
-    status: u16,
-    header: &dyn Fn(&str) -> Option<String>,
-    requested_ms: f64,
-    answered_ms: f64,
-) -> Option<(StoredMeta, u64)> {
-    if !STORED_STATUSES.contains(&status) {
-        return None;
-    }
-    let (cc, cdn, cf, expires) = (
-        header("cache-control"),
-        header("cdn-cache-control"),
-        header("cloudflare-cdn-cache-control"),
-        header("expires"),
-    );
-    if !may_be_stored(
-        status,
-        cc.as_deref(),
-        cdn.as_deref(),
-        cf.as_deref(),
-        expires.is_some(),
-    ) {
-        return None;
-    }
-    let (encoding, vary) = (header("content-encoding"), header("vary"));
-    let (date, age, etag, last_modified) = (
-        header("date"),
-        header("age"),
-        header("etag"),
-        header("last-modified"),
-    );
-    let facts = CacheResponseFacts {
-        status,
-        cache_control: cc.as_deref(),
-        cdn_cache_control: cdn.as_deref(),
-        cloudflare_cdn_cache_control: cf.as_deref(),
-        sets_cookie: header("set-cookie").is_some(),
-        content_encoding: encoding.as_deref(),
-        vary: vary.as_deref(),
-        freshness: FreshnessHeaders {
-            date: date.as_deref(),
-            age: age.as_deref(),
-            expires: expires.as_deref(),
-            etag: etag.as_deref(),
-            last_modified: last_modified.as_deref(),
-        },
-    };
-    let answered_s = answered_ms / 1000.0;
-    let meta = storable(&facts, requested_ms / 1000.0, answered_s)?;
-    Some((meta, meta.keep_secs(answered_s)))
-}
-
 /// The `Server-Timing` value of a race that ended at `now_ms`.
 pub(super) fn server_timing(
     params: &Params,
@@ -171,7 +115,7 @@ pub(super) fn server_timing(
 
 /// One leg as a log line and in a public error body (`error` is dropped
 /// there with [`public_leg`]).
-pub fn leg_line(params: &Params, leg: Leg, record: &LegRecord, now_ms: f64) -> LegLine {
+fn leg_line(params: &Params, leg: Leg, record: &LegRecord, now_ms: f64) -> LegLine {
     LegLine {
         leg: leg.as_str(),
         origin: params

@@ -21,11 +21,11 @@ use std::collections::HashSet;
 use std::rc::Rc;
 
 pub use admit::{Admission, Admit, BodyPlan, RequestHead};
-pub use complete::{leg_line, leg_lines, public_leg, response_freshness, Answer, Completion};
+pub use complete::{leg_lines, public_leg, Answer, Completion};
 
 use crate::cache::freshness::{StoredMeta, Verdict};
 use crate::cache::invalidation::{invalidates, Invalidations};
-use crate::cache::policy::CacheRoutes;
+use crate::cache::policy::{response_freshness, CacheRoutes};
 use crate::config::Params;
 use crate::observe::request_log::LogLevel;
 use crate::pop::client::origin_rates;
@@ -126,11 +126,7 @@ impl Isolate {
             let url = p.origins.get(origin).map_or_else(String::new, |o| {
                 upstream_url(&o.base_url, target.path, target.query)
             });
-            return Admit::WebSocket {
-                request_id,
-                origin,
-                url,
-            };
+            return Admit::WebSocket { request_id, url };
         }
         let body = match admit::body_facts(head) {
             Ok(body) => body,
@@ -177,7 +173,7 @@ impl Isolate {
         };
         // Nothing to look up or read first: planned now, one call less.
         if role == Role::Alone && !look_up_cache && body_plan == BodyPlan::Empty {
-            admission.plan = Some(self.plan(&mut admission));
+            admission.plan = Some(self.plan(&admission));
         }
         Admit::Proxy(Box::new(admission))
     }
@@ -197,18 +193,14 @@ impl Isolate {
         (role, self.cache_routes.should_lookup(route))
     }
 
-    /// The admitted request's plan: the one made at admission, else one
-    /// made now (for its arrival time). The Worker takes a plan made at
-    /// admission itself, without a call.
-    pub fn plan(&mut self, admission: &mut Admission) -> RacePlan {
-        match admission.plan.take() {
-            Some(plan) => plan,
-            None => (self.hedger).plan(
-                admission.eligibility,
-                &admission.route,
-                admission.started_ms,
-            ),
-        }
+    /// Plans the admitted request's race (for its arrival time), when
+    /// admission could not (the cache or the body came first).
+    pub fn plan(&mut self, admission: &Admission) -> RacePlan {
+        (self.hedger).plan(
+            admission.eligibility,
+            &admission.route,
+            admission.started_ms,
+        )
     }
 
     /// What the stored entry with `freshness` may do for the admitted
@@ -281,9 +273,8 @@ impl Isolate {
         let invalidate = status.is_some_and(|s| invalidates(&admission.method, s));
         let store = match (admission.cache.is_some() && !rescue, status) {
             (true, Some(s)) => {
-                let fresh =
-                    complete::response_freshness(s, answer.header, admission.started_ms, now_ms)
-                        .filter(|_| !self.invalidations.since(url, admission.started_ms));
+                let fresh = response_freshness(s, answer.header, admission.started_ms, now_ms)
+                    .filter(|_| self.may_store(url, admission.started_ms));
                 self.learn_storable(&admission.route, fresh.is_some());
                 fresh
             }

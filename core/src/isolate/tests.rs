@@ -58,7 +58,7 @@ fn an_uncacheable_get_is_planned_at_admission_and_completes_in_five_calls() {
     let mut iso = isolate(&[("HEDGE_CACHE", "false")]);
     let mut admission = proxy(iso.admit(&head("https://e/api/x", "GET", &no_headers), 0.0));
     assert!(admission.plan.is_some(), "planned without another call");
-    let plan = iso.plan(&mut admission);
+    let plan = admission.plan.take().expect("planned at admission");
     let (mut race, _) = iso.start(plan, 0.0);
     let answered = RaceEvent::Answered(Leg::Primary, Ok(200));
     assert_eq!(
