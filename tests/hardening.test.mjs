@@ -167,7 +167,15 @@ test("faults: an origin that resets before headers on both legs gives a prompt 5
   const res = await w.fetch("/both-reset");
   assert.equal(res.status, 502);
   const body = await res.json();
-  assert.equal(body.legs.length, 2);
+  // The primary, its hedge, and the third attempt both failing fast earn.
+  assert.deepEqual(
+    body.legs.map((l) => [l.leg, l.failure]),
+    [
+      ["primary", "unreachable"],
+      ["hedge", "unreachable"],
+      ["third", "unreachable"],
+    ],
+  );
 });
 
 test("hop-by-hop headers (RFC 9110 7.6.1), those Connection names, and client x-hedge-* never reach an origin", async () => {

@@ -145,8 +145,10 @@ test("both origins answer 5xx: the client gets the primary's own answer, status,
   assert.equal(res.headers.get("retry-after"), "30");
   assert.equal(res.headers.get("content-type"), "application/json");
   assert.equal(body, '{"origin":"a","state":"maintenance"}');
-  assert.equal(b.requests.length, 1, "the hedge went out and failed too");
+  assert.ok(b.requests.length >= 1, "the hedge went out and failed too");
+  assert.equal(a.requests.length + b.requests.length, 3, "primary, hedge and one third attempt, no more");
   const timing = serverTiming(res.headers.get("server-timing"));
+  assert.ok("third-attempt" in timing, res.headers.get("server-timing"));
   assert.equal(timing["origin-failure"]?.desc, "primary");
   assert.equal(timing.origin?.desc, "a");
 });
@@ -178,8 +180,35 @@ test("no origin answers at all: the Worker's own 502 says what each leg got, pro
     [
       ["primary", "a", null, "unreachable"],
       ["hedge", "b", null, "unreachable"],
+      ["third", "b", null, "unreachable"],
     ],
   );
+});
+
+test("the primary and the hedge both fail fast: a third attempt answers, and only a GET gets one", async () => {
+  let aCalls = 0;
+  let bCalls = 0;
+  // Each origin fails its first request fast and answers the next.
+  const a = await origin("a", () => (++aCalls === 1 ? { status: 503, body: "a sheds" } : { body: "from-a" }));
+  const b = await origin("b", () => (++bCalls === 1 ? { status: 502, body: "b is down" } : { body: "from-b" }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+  const sent = performance.now();
+  const res = await w.fetch("/third");
+  const body = await res.text();
+  const took = performance.now() - sent;
+  assert.equal(res.status, 200);
+  assert.match(body, /^from-[ab]$/);
+  assert.ok(took < 1_000, `took ${took} ms with a 10 s hedge delay`);
+  assert.equal(a.requests.length + b.requests.length, 3);
+  assert.equal(res.headers.get("x-hedge"), "hedge");
+  assert.ok("third-attempt" in serverTiming(res.headers.get("server-timing")));
+  // Off: the double failure goes to the client as the primary's answer.
+  aCalls = 0;
+  bCalls = 0;
+  const off = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off", HEDGE_THIRD_ATTEMPT: "false" });
+  const failed = await off.fetch("/third-off");
+  assert.equal(failed.status, 503);
+  assert.equal(await failed.text(), "a sheds");
 });
 
 test("a 500 is an answer, not a failure: it is returned without a hedge", async () => {
@@ -253,4 +282,15 @@ test("an origin status no response may carry (999) is a 502 saying so, not the W
     body.legs.map((l) => l.failure),
     body.legs.map(() => "invalid_status"),
   );
+});
+
+test("a write in HEDGE_METHODS that fails on both origins gets no third attempt", async () => {
+  const a = await origin("a", () => ({ status: 503, body: "a sheds" }));
+  const b = await origin("b", () => ({ status: 503, body: "b sheds" }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_METHODS: "GET,HEAD,PUT", HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+  const res = await w.fetch("/w", { method: "PUT", body: "x" });
+  assert.equal(res.status, 503);
+  await res.text();
+  assert.equal(a.requests.length, 1);
+  assert.equal(b.requests.length, 1, "the hedge went to the peer, and nothing after it");
 });

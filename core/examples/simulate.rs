@@ -5,6 +5,8 @@
 //!   [--rate 200] [--seconds 60] [--warmup 3] [--isolates 1] [--seed 1]
 //!   [--poisson] [--worker-overhead-ms 1.5] [--pop] [--pop-rtt-ms 5]
 //!   [--routes 1] [--var KEY=VALUE (tunes the default; repeatable)] [--out sim-results]
+//!   [--isolate-cpu lab|off|FACTOR (the isolate's event loop and CPU: calibrated
+//!    on the lab's machine, none, or the lab's costs times FACTOR)]
 //!
 //! then `node lab/sim-plot.mjs sim-results` draws the percentile plots.
 
@@ -12,8 +14,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use hedgehog_core::sim::{
-    markdown_table, oracle_bound, run, scenario, Configuration, Row, SimParams, Timeline,
-    SCENARIO_NAMES,
+    markdown_table, oracle_bound, run, scenario, Configuration, IsolateCpu, Row, SimParams,
+    Timeline, SCENARIO_NAMES,
 };
 
 fn configurations() -> Vec<Configuration> {
@@ -133,7 +135,24 @@ fn main() {
             );
             std::process::exit(2);
         };
+        let isolate_cpu = match value("--isolate-cpu", "lab").as_str() {
+            "off" => None,
+            "lab" => Some(IsolateCpu::lab()),
+            other => {
+                match other.parse::<f64>() {
+                    Ok(f) if f > 0.0 && f.is_finite() => Some(IsolateCpu::lab().scaled(f)),
+                    _ => {
+                        eprintln!("simulate: --isolate-cpu expects lab, off or a factor > 0, got {other:?}");
+                        std::process::exit(2);
+                    }
+                }
+            }
+        };
+        // What workerd adds besides its CPU (the hop to it); with the
+        // isolate modelled its CPU is counted step by step instead.
+        let overhead_default = if isolate_cpu.is_some() { "0.3" } else { "1.5" };
         let params = SimParams {
+            isolate_cpu,
             scenario,
             rate_rps: number("--rate", "200"),
             seconds: number("--seconds", "60"),
@@ -141,7 +160,7 @@ fn main() {
             isolates: number("--isolates", "1") as usize,
             poisson: flag("--poisson"),
             seed: number("--seed", "1") as u64,
-            worker_overhead_ms: number("--worker-overhead-ms", "1.5"),
+            worker_overhead_ms: number("--worker-overhead-ms", overhead_default),
             aggregator_rtt_ms: flag("--pop").then(|| number("--pop-rtt-ms", "5")),
             routes: number("--routes", "1") as usize,
         };
@@ -175,12 +194,18 @@ fn main() {
             };
             simulated += result.simulated;
             eprintln!(
-                "simulate:   {}: {} requests in {:.2} s; hedges by cause {:?}; at or above p99 and unhedged {:?}",
+                "simulate:   {}: {} requests in {:.2} s; hedges by cause {:?}; at or above p99 and unhedged {:?}; \
+                 isolate busy {:.0}% (mean wait {:.2} ms); skipped: {} isolate-busy, {} not-paying; {} third attempts",
                 config.name,
                 result.simulated,
                 t.elapsed().as_secs_f64(),
                 result.hedge_causes,
-                result.slow_unhedged
+                result.slow_unhedged,
+                result.isolate_busy_share * 100.0,
+                result.mean_loop_wait_ms,
+                result.isolate_busy_skips,
+                result.unpaid_skips,
+                result.third_attempts,
             );
             if config.vars.get("HEDGE_MODE").map(String::as_str) == Some("off") {
                 pass_through = result.latencies_ms.clone();
@@ -190,7 +215,7 @@ fn main() {
         }
         let default = rows.last().cloned();
         report.push_str(&format!(
-            "### {name}: {}\n\n{} rps for {} s per configuration (after {} s warm-up), {} isolate(s){}, seed {}, {} arrivals.\n\n",
+            "### {name}: {}\n\n{} rps for {} s per configuration (after {} s warm-up), {} isolate(s){}, seed {}, {} arrivals, {}.\n\n",
             params.scenario.description,
             params.rate_rps,
             params.seconds,
@@ -201,7 +226,16 @@ fn main() {
                 None => String::new(),
             },
             params.seed,
-            if params.poisson { "Poisson" } else { "evenly spaced" }
+            if params.poisson { "Poisson" } else { "evenly spaced" },
+            match params.isolate_cpu {
+                Some(c) => format!(
+                    "each isolate one event loop ({:.2} ms a request, {:.2} ms a further leg: about {:.0} requests/s at full use)",
+                    c.admit_ms + c.respond_ms,
+                    c.leg_ms + c.abort_ms,
+                    c.capacity_rps()
+                ),
+                None => "isolates that cost nothing".to_string(),
+            }
         ));
         report.push_str(&markdown_table(&rows));
         if let (Some(d), false) = (&default, pass_through.is_empty()) {

@@ -46,6 +46,8 @@ mod tests {
             NoHedge::Denied(HedgeDenied::Budget),
             NoHedge::Denied(HedgeDenied::PrimaryErroring),
             NoHedge::Denied(HedgeDenied::NoTarget),
+            NoHedge::Denied(HedgeDenied::IsolateBusy),
+            NoHedge::Denied(HedgeDenied::NotPaying),
         ];
         let mut names: Vec<&str> = all.iter().map(NoHedge::as_str).collect();
         names.sort_unstable();

@@ -234,6 +234,9 @@ impl<U: Fn(usize) -> String> RaceIo for Io<'_, U> {
     fn send_hedge(&mut self, origin: usize) -> bool {
         match LegIo::send(&(self.url)(origin), self.outbound, Leg::Hedge) {
             Ok(hedge) => {
+                // A third attempt replaces a hedge that failed: its unread
+                // answer is released first.
+                self.legs[Leg::Hedge.index()].abort();
                 self.legs[Leg::Hedge.index()] = hedge;
                 true
             }

@@ -22,6 +22,12 @@ pub enum HedgeDenied {
     PrimaryErroring,
     /// No origin may take the hedge (and same-origin hedges are off).
     NoTarget,
+    /// The isolate's own event loop is the bottleneck: a hedge would add
+    /// work to it and cannot shorten it.
+    IsolateBusy,
+    /// Hedges of this cause to this origin have stopped winning as often
+    /// as predicted; this one was left out to cut them back.
+    NotPaying,
 }
 
 impl HedgeDenied {
@@ -31,6 +37,30 @@ impl HedgeDenied {
             HedgeDenied::Budget => "budget",
             HedgeDenied::PrimaryErroring => "primary-erroring",
             HedgeDenied::NoTarget => "no-target",
+            HedgeDenied::IsolateBusy => "isolate-busy",
+            HedgeDenied::NotPaying => "not-paying",
+        }
+    }
+}
+
+/// Why a hedge went out (`Server-Timing`, logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HedgeCause {
+    /// The primary outlived the hedge delay.
+    Delay,
+    /// The primary's origin stalled (several requests silent at once).
+    Stall,
+    /// The primary failed fast and retriably.
+    Failure,
+}
+
+impl HedgeCause {
+    /// A short name for headers and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HedgeCause::Delay => "delay",
+            HedgeCause::Stall => "stall",
+            HedgeCause::Failure => "failure",
         }
     }
 }

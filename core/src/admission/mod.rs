@@ -4,5 +4,7 @@
 pub mod budget;
 pub mod health;
 pub mod hedge_gate;
+pub mod isolate_lag;
 pub mod origin_load;
 pub mod origin_pool;
+pub mod payoff;

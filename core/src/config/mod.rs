@@ -22,6 +22,7 @@ use crate::admission::budget::BudgetParams;
 use crate::admission::health::HealthParams;
 use crate::admission::hedge_gate::GateParams;
 use crate::admission::origin_load::OriginLoadParams;
+use crate::admission::payoff::GuardParams;
 pub use crate::estimation::delay_policy::HedgePolicy;
 use crate::estimation::delay_policy::{DelayParams, HedgeMode};
 use crate::estimation::estimator::EstimatorParams;
@@ -76,6 +77,8 @@ pub struct Params {
     pub stats: StatsParams,
     /// Which requests get a JSON log line.
     pub log_level: LogLevel,
+    /// The isolate-busy rule, cutting hedges that do not pay, third attempts.
+    pub guards: GuardParams,
 }
 
 /// Where the stats endpoint is and who may read it.
@@ -169,6 +172,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
     let same_origin_hedge = r.boolean("HEDGE_SAME_ORIGIN_HEDGE");
     let cache = r.boolean("HEDGE_CACHE");
     let coalesce = CoalesceParams::read(&mut r, cache);
+    let guards = parts::guards(&mut r, policy, mode);
     if !r.errors.is_empty() {
         return Err(r.errors);
     }
@@ -192,6 +196,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
         pop,
         stats,
         log_level,
+        guards,
     })
 }
 

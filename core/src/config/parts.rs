@@ -8,6 +8,7 @@ use super::{PopConfig, Secret, StatsParams};
 use crate::admission::budget::BudgetParams;
 use crate::admission::health::HealthParams;
 use crate::admission::origin_load::OriginLoadParams;
+use crate::admission::payoff::GuardParams;
 use crate::estimation::delay_policy::{DelayParams, HedgeMode, HedgePolicy};
 use crate::estimation::estimator::EstimatorParams;
 use crate::estimation::window::WindowParams;
@@ -105,6 +106,23 @@ pub(super) fn policy(r: &mut Reader<'_>) -> HedgePolicy {
         )),
     };
     r.parsed("HEDGE_POLICY", read, HedgePolicy::TailAware)
+}
+
+/// The guards on what a hedge costs the isolate, which only the tail-aware
+/// policy uses (read whatever the policy, so a bad value is reported). A
+/// fixed delay (`HEDGE_MODE=static`) is the operator's explicit choice: its
+/// hedges are not second-guessed, only its double failures retried.
+pub(super) fn guards(r: &mut Reader<'_>, policy: HedgePolicy, mode: HedgeMode) -> GuardParams {
+    let tail_aware = policy == HedgePolicy::TailAware;
+    let adaptive = tail_aware && mode == HedgeMode::Adaptive;
+    let busy_lag_ms = r.number("HEDGE_ISOLATE_BUSY_LAG_MS");
+    let cut_unpaid = r.boolean("HEDGE_CUT_UNPAID");
+    let third_attempt = r.boolean("HEDGE_THIRD_ATTEMPT");
+    GuardParams {
+        busy_lag_ms: if adaptive { busy_lag_ms } else { 0.0 },
+        cut_unpaid: cut_unpaid && adaptive,
+        third_attempt: third_attempt && tail_aware,
+    }
 }
 
 // === impl OriginLoadParams ===

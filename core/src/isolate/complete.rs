@@ -106,6 +106,9 @@ pub(super) fn server_timing(
     if let (true, Some(cause)) = (state.hedge_sent(), state.hedge_cause) {
         parts.push(format!("hedge;desc=\"{}\"", cause.as_str()));
     }
+    if state.third_attempt_sent() {
+        parts.push("third-attempt".to_string());
+    }
     if let Some(reason) = state.no_hedge {
         parts.push(format!("hedge-skip;desc=\"{}\"", reason.as_str()));
     }
@@ -144,8 +147,15 @@ pub fn leg_lines(params: &Params, state: &RaceState, now_ms: f64) -> Vec<LegLine
         state.leg(Leg::Primary),
         now_ms,
     )];
+    if let Some(first) = &state.failed_hedge {
+        legs.push(leg_line(params, Leg::Hedge, first, now_ms));
+    }
     if state.hedge_sent() {
-        legs.push(leg_line(params, Leg::Hedge, state.leg(Leg::Hedge), now_ms));
+        let mut line = leg_line(params, Leg::Hedge, state.leg(Leg::Hedge), now_ms);
+        if state.failed_hedge.is_some() {
+            line.leg = "third";
+        }
+        legs.push(line);
     }
     legs
 }

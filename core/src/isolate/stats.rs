@@ -1,7 +1,11 @@
 //! What the stats endpoint shows of an isolate: its origins, its routes
 //! with the delay a request would get now, the budget and the PoP pushes.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
+
+use crate::admission::payoff::CAUSES;
 
 use crate::admission::health::BudgetLevel;
 use crate::config::Params;
@@ -27,6 +31,37 @@ struct StatsJson<'a> {
     /// Requests on route keys beyond the tracked bound.
     untracked_routes: CountersJson,
     pop: PopJson,
+    isolate: IsolateJson,
+}
+
+/// The isolate's own load: how late its event loop runs, and what the
+/// guards on a hedge's cost did.
+#[derive(Serialize)]
+struct IsolateJson {
+    lag_ms: f64,
+    lag_max_ms: f64,
+    lag_samples: u64,
+    busy: bool,
+    busy_lag_ms: f64,
+    hedges_skipped_busy: u64,
+    third_attempts: u64,
+    third_attempts_refused: u64,
+}
+
+/// Per cause, whether an origin's hedges pay.
+#[derive(Serialize)]
+struct PayoffJson {
+    hedges: u64,
+    wins: u64,
+    recent_win_share: f64,
+    let_out: f64,
+    left_out: u64,
+}
+
+#[derive(Serialize)]
+struct CauseJson {
+    sent: u64,
+    won: u64,
 }
 
 #[derive(Serialize)]
@@ -48,6 +83,7 @@ struct OriginJson<'a> {
     /// The origin-wide local quantile in use, ms.
     local_quantile_ms: Option<f64>,
     local_samples: u64,
+    hedge_payoff: BTreeMap<&'static str, PayoffJson>,
 }
 
 #[derive(Serialize)]
@@ -84,6 +120,7 @@ struct CountersJson {
     wasted_origin_ms: f64,
     /// That work as a share of all origin work on these requests.
     wasted_origin_fraction: Option<f64>,
+    hedges_by_cause: BTreeMap<&'static str, CauseJson>,
 }
 
 #[derive(Serialize)]
@@ -105,7 +142,41 @@ fn counters(c: &RouteCounters) -> CountersJson {
         errors: c.errors,
         wasted_origin_ms: c.wasted_ms,
         wasted_origin_fraction: (c.origin_ms > 0.0).then(|| c.wasted_ms / c.origin_ms),
+        hedges_by_cause: CAUSES
+            .iter()
+            .zip(c.by_cause)
+            .filter(|(_, n)| n.sent > 0)
+            .map(|(cause, n)| {
+                let json = CauseJson {
+                    sent: n.sent,
+                    won: n.won,
+                };
+                (cause.as_str(), json)
+            })
+            .collect(),
     }
+}
+
+/// Per cause that sent hedges for `origin`'s primaries, whether they pay.
+fn payoff(h: &Hedger, origin: usize) -> BTreeMap<&'static str, PayoffJson> {
+    let Some(cells) = h.payoff.cells(origin) else {
+        return BTreeMap::new();
+    };
+    CAUSES
+        .iter()
+        .zip(cells)
+        .filter(|(_, c)| c.hedges > 0 || c.left_out > 0)
+        .map(|(cause, c)| {
+            let json = PayoffJson {
+                hedges: c.hedges,
+                wins: c.wins,
+                recent_win_share: c.win_share,
+                let_out: c.let_out,
+                left_out: c.left_out,
+            };
+            (cause.as_str(), json)
+        })
+        .collect()
 }
 
 /// The stats of the isolate whose races `h` decides at `now_ms`; `held`
@@ -137,6 +208,7 @@ pub(super) fn stats(
                 pop_5xx_rate: h.gate.pop_5xx_rate(i, now_ms),
                 local_quantile_ms: e.map(|e| e.value_ms),
                 local_samples: e.map_or(0, |e| e.samples),
+                hedge_payoff: payoff(h, i),
             }
         })
         .collect();
@@ -186,6 +258,16 @@ pub(super) fn stats(
             failing_in_a_row: push.failing_in_a_row,
             last_push_bytes: push.last_push_bytes,
             over_budget: h.pop.over_budget(params.budget.percent / 100.0, now_ms),
+        },
+        isolate: IsolateJson {
+            lag_ms: h.isolate_lag.mean_ms(now_ms),
+            lag_max_ms: h.isolate_lag.max_ms(),
+            lag_samples: h.isolate_lag.samples(),
+            busy: h.isolate_lag.was_busy(),
+            busy_lag_ms: h.isolate_lag.busy_ms(),
+            hedges_skipped_busy: h.isolate_lag.skipped,
+            third_attempts: h.third.sent,
+            third_attempts_refused: h.third.refused,
         },
     };
     serde_json::to_value(&json).unwrap_or_default()

@@ -6,6 +6,8 @@
 //! cannot grow the table. Counters are totals since the isolate started, so
 //! keys are never idle-evicted.
 
+use crate::admission::hedge_gate::HedgeCause;
+use crate::admission::payoff::CAUSES;
 use crate::capped_map::CappedMap;
 
 /// What one finished request contributes.
@@ -13,6 +15,8 @@ use crate::capped_map::CappedMap;
 pub struct RaceSummary {
     /// A hedge went out.
     pub hedge_sent: bool,
+    /// Why it went out.
+    pub hedge_cause: Option<HedgeCause>,
     /// The hedge's answer was the one served.
     pub hedge_won: bool,
     /// The client got a 5xx (the origin's or ours) or no origin answer.
@@ -38,10 +42,27 @@ pub struct RouteCounters {
     pub wasted_ms: f64,
     /// Origin work on all legs, ms.
     pub origin_ms: f64,
+    /// Hedges sent and won, by cause in [`CAUSES`] order.
+    pub by_cause: [CauseCounters; 3],
+}
+
+/// Hedges of one cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CauseCounters {
+    /// Sent.
+    pub sent: u64,
+    /// Whose answer was served.
+    pub won: u64,
 }
 
 impl RouteCounters {
     fn add(&mut self, s: &RaceSummary) {
+        if let (true, Some(cause)) = (s.hedge_sent, s.hedge_cause) {
+            if let Some(slot) = CAUSES.iter().position(|c| *c == cause) {
+                self.by_cause[slot].sent += 1;
+                self.by_cause[slot].won += u64::from(s.hedge_won);
+            }
+        }
         self.requests += 1;
         self.hedges_sent += u64::from(s.hedge_sent);
         self.hedges_won += u64::from(s.hedge_won);
@@ -133,6 +154,7 @@ mod tests {
     fn hedged(won: bool, wasted_ms: f64) -> RaceSummary {
         RaceSummary {
             hedge_sent: true,
+            hedge_cause: Some(HedgeCause::Delay),
             hedge_won: won,
             error: false,
             wasted_ms,

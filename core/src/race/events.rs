@@ -8,7 +8,7 @@ use super::plan::{HedgeCause, RacePlan};
 use super::state::{Action, LegRecord, RaceEnd, RaceEvent, RaceIo, RaceState};
 use super::Hedger;
 use crate::admission::health::Outcome;
-use crate::admission::hedge_gate::Urgency;
+use crate::admission::hedge_gate::{HedgeDenied, Urgency};
 use crate::estimation::sketch::Sample;
 use crate::no_hedge::NoHedge;
 
@@ -52,6 +52,8 @@ impl Hedger {
             ..LegRecord::default()
         };
         RaceState {
+            timer_due_ms: plan.first_timer_ms().map(|ms| now_ms + ms),
+            failed_hedge: None,
             no_hedge: plan.no_hedge,
             stall_check_pending: plan.stall_check_ms.is_some(),
             plan,
@@ -65,6 +67,9 @@ impl Hedger {
 
     /// The hedge delay (or retry timeout) ran out.
     pub fn timer_fired(&mut self, state: &mut RaceState, now_ms: f64) -> Action {
+        if let Some(due) = state.timer_due_ms.take() {
+            self.isolate_lag.timer_ran(due, now_ms);
+        }
         if state.end.is_some() {
             return Action::Wait;
         }
@@ -77,13 +82,15 @@ impl Hedger {
                 if let (Some(delay), Some(start)) = (state.plan.delay, state.legs[0].started_ms) {
                     let to_delay = (start + delay.delay_ms - now_ms).max(0.0);
                     let next_check = self.gate.load.stall_after_ms(primary).map(|ms| ms / 2.0);
-                    state.rearm_ms = Some(match next_check {
+                    let rearm = match next_check {
                         Some(ms) if ms < to_delay => {
                             state.stall_check_pending = true;
                             ms
                         }
                         _ => to_delay,
-                    });
+                    };
+                    state.rearm_ms = Some(rearm);
+                    state.timer_due_ms = Some(now_ms + rearm);
                     return Action::Wait;
                 }
             }
@@ -128,6 +135,7 @@ impl Hedger {
         };
         let origin = record.origin;
         if let (Some(id), Some(elapsed)) = (record.load_id, record.elapsed_ms(now_ms)) {
+            let elapsed = self.isolate_lag.origin_part(elapsed, now_ms);
             let failed = health != Outcome::Success;
             self.gate
                 .load
@@ -257,6 +265,9 @@ impl Hedger {
             }
             Step::DeliverPrimaryFailure => self.finish(state, RaceEnd::PrimaryFailed),
             Step::FailBoth => {
+                if let Some(action) = self.third_attempt(state, now_ms) {
+                    return action;
+                }
                 // A proxy stays transparent: an origin's own failure answer
                 // (its status, Retry-After, body) reaches the client.
                 let answered = [Leg::Primary, Leg::Hedge]
@@ -268,6 +279,11 @@ impl Hedger {
     }
 
     fn ask_for_hedge(&mut self, state: &mut RaceState, abort_primary: bool, now_ms: f64) -> Action {
+        if let Err(denied) = self.hedge_pays(state, now_ms) {
+            state.no_hedge = Some(NoHedge::Denied(denied));
+            let step = state.race.hedge_declined();
+            return self.step(state, step, now_ms);
+        }
         let plan = &state.plan;
         let urgency = match state.hedge_cause {
             _ if plan.retry || !self.params.policy.hedges_urgently() => None,
@@ -301,6 +317,14 @@ impl Hedger {
 
     fn finish(&mut self, state: &mut RaceState, end: RaceEnd) -> Action {
         state.end = Some(end);
+        if let (true, Some(cause), false) = (
+            state.race.hedge_sent(),
+            state.hedge_cause,
+            end == RaceEnd::ClientGone,
+        ) {
+            let won = end == RaceEnd::Won(Leg::Hedge);
+            self.payoff.record(cause, state.plan.primary, won);
+        }
         if state.plan.delay.is_some() {
             let urgent = state.race.hedge_sent()
                 && matches!(
@@ -348,6 +372,8 @@ impl Hedger {
         let Some(elapsed) = record.elapsed_ms(now_ms) else {
             return;
         };
+        // What the origin caused: the isolate's own lag is not its doing.
+        let elapsed = self.isolate_lag.origin_part(elapsed, now_ms);
         let sample = if censored {
             Sample::Censored(elapsed)
         } else {
@@ -356,6 +382,85 @@ impl Hedger {
         let route = &state.plan.route;
         self.estimator.record(record.origin, route, sample, now_ms);
         self.pop.record_sample(record.origin, route, sample);
+    }
+}
+
+// === the guards on what a hedge costs ===
+
+impl Hedger {
+    /// Whether a hedge for a slow or stalled primary is worth its cost to
+    /// the isolate: not while the isolate itself is the bottleneck, and only
+    /// its share while hedges of its cause have stopped winning. A retry of
+    /// a failed primary is exempt from the first (it saves a client error).
+    fn hedge_pays(&mut self, state: &RaceState, now_ms: f64) -> Result<(), HedgeDenied> {
+        if state.plan.retry {
+            return Ok(());
+        }
+        let cause = state.hedge_cause.unwrap_or(HedgeCause::Delay);
+        if cause != HedgeCause::Failure && self.isolate_lag.busy(now_ms) {
+            self.isolate_lag.skipped += 1;
+            return Err(HedgeDenied::IsolateBusy);
+        }
+        if !self.payoff.allow(cause, state.plan.primary) {
+            return Err(HedgeDenied::NotPaying);
+        }
+        Ok(())
+    }
+
+    /// Both legs failed: when both failed fast, the request may be hedged
+    /// and the isolate's allowance and the budget have room, one more
+    /// attempt goes out on the hedge leg to the healthier origin.
+    fn third_attempt(&mut self, state: &mut RaceState, now_ms: f64) -> Option<Action> {
+        let plan = &state.plan;
+        let started = state.leg(Leg::Primary).started_ms.unwrap_or(0.0);
+        let fast_by = started + self.params.timeout_ms / 4.0;
+        let hedge = state.leg(Leg::Hedge);
+        let failed_fast = |l: &LegRecord| {
+            l.finished_ms.is_some_and(|t| t <= fast_by)
+                && (l.error.is_some() || l.status.is_some_and(|s| (502..=504).contains(&s)))
+        };
+        if !self.params.guards.third_attempt
+            || plan.delay.is_none()
+            || plan.retry
+            || plan.peer_only
+            || state.race.third_sent()
+            || !failed_fast(state.leg(Leg::Primary))
+            || !failed_fast(hedge)
+        {
+            return None;
+        }
+        // The origin that failed worse is the one to stay away from.
+        let (a, b) = (state.leg(Leg::Primary).origin, hedge.origin);
+        let failure = |gate: &mut crate::admission::hedge_gate::HedgeGate, o: usize| {
+            gate.origin_snapshot(o, now_ms)
+                .and_then(|s| s.window.failure_rate)
+                .unwrap_or(0.0)
+        };
+        let worse = if failure(&mut self.gate, b) > failure(&mut self.gate, a) {
+            b
+        } else {
+            a
+        };
+        if !self.third.take() {
+            return None;
+        }
+        let origin = self
+            .gate
+            .permit_urgent(worse, now_ms, Urgency::Failure, false)
+            .ok()?;
+        let first = std::mem::replace(
+            &mut state.legs[Leg::Hedge.index()],
+            LegRecord {
+                origin,
+                ..LegRecord::default()
+            },
+        );
+        state.failed_hedge = Some(first);
+        state.race.third_attempt();
+        Some(Action::SendHedge {
+            origin,
+            abort_primary: false,
+        })
     }
 }
 

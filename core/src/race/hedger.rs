@@ -7,6 +7,8 @@ use std::rc::Rc;
 
 use super::plan::RacePlan;
 use crate::admission::hedge_gate::{GateParams, HedgeGate};
+use crate::admission::isolate_lag::IsolateLag;
+use crate::admission::payoff::{HedgePayoff, ThirdAttempts};
 use crate::config::Params;
 use crate::estimation::delay_plan::{DelayPlanner, LikelyTarget, PlanParams, RouteDelay};
 use crate::estimation::delay_policy::{DelayChoice, HedgeMode};
@@ -30,6 +32,12 @@ pub struct Hedger {
     pub route_stats: RouteStats,
     /// The hedge delay per primary and route.
     pub(super) delays: DelayPlanner,
+    /// How late the isolate's own event loop runs.
+    pub isolate_lag: IsolateLag,
+    /// Per cause and origin, whether hedges pay.
+    pub payoff: HedgePayoff,
+    /// The allowance of third attempts.
+    pub third: ThirdAttempts,
 }
 
 // === impl Hedger ===
@@ -59,6 +67,9 @@ impl Hedger {
                 now_ms,
             ),
             route_stats: RouteStats::new(params.estimator.max_route_keys),
+            isolate_lag: IsolateLag::new(params.guards.busy_lag_ms),
+            payoff: HedgePayoff::new(params.origins.len(), params.guards.cut_unpaid),
+            third: ThirdAttempts::default(),
             pop: PopClient::new(PopClientParams {
                 enabled: pop_enabled,
                 ..params.pop.client
@@ -99,6 +110,9 @@ impl Hedger {
             Eligibility::NotHedgeable(reason) => (None, Some(NoHedge::NotEligible(reason))),
             Eligibility::Hedgeable { .. } => self.choose_delay(primary, route, now_ms),
         };
+        if delay.is_some() {
+            self.third.deposit();
+        }
         let retry = matches!(self.params.mode, HedgeMode::Retry { .. });
         let stall_check_ms = match (delay, retry) {
             (Some(d), false) => {

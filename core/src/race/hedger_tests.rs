@@ -219,7 +219,7 @@ fn shed_hedge_waits_for_the_primary() {
 
 #[test]
 fn both_fail() {
-    let mut h = hedger(&[]);
+    let mut h = hedger(&[("HEDGE_THIRD_ATTEMPT", "false")]);
     let mut race = start(&mut h, 0.0);
     h.leg_finished(&mut race, Leg::Primary, Err("reset".into()), 2.0);
     h.hedge_sent(&mut race, 2.0);
@@ -235,7 +235,7 @@ fn both_fail() {
 
 #[test]
 fn both_answer_with_errors_and_the_primary_answer_is_delivered() {
-    let mut h = hedger(&[]);
+    let mut h = hedger(&[("HEDGE_THIRD_ATTEMPT", "false")]);
     let mut race = start(&mut h, 0.0);
     h.leg_finished(&mut race, Leg::Primary, Ok(503), 2.0);
     h.hedge_sent(&mut race, 2.0);
@@ -249,7 +249,7 @@ fn both_answer_with_errors_and_the_primary_answer_is_delivered() {
 
 #[test]
 fn no_origin_answered_at_all() {
-    let mut h = hedger(&[]);
+    let mut h = hedger(&[("HEDGE_THIRD_ATTEMPT", "false")]);
     let mut race = start(&mut h, 0.0);
     h.leg_finished(&mut race, Leg::Primary, Err("reset".into()), 2.0);
     h.hedge_sent(&mut race, 2.0);
@@ -352,4 +352,101 @@ fn retry_mode_abandons_the_primary_when_the_timer_fires() {
         }
     );
     assert!(race.leg(Leg::Primary).aborted);
+}
+
+#[test]
+fn a_double_fast_failure_gets_a_third_attempt_on_the_healthier_origin() {
+    let mut h = hedger(&[]);
+    let mut race = start(&mut h, 0.0);
+    let primary = race.plan.primary;
+    h.leg_finished(&mut race, Leg::Primary, Ok(503), 2.0);
+    h.hedge_sent(&mut race, 2.0);
+    let action = h.leg_finished(&mut race, Leg::Hedge, Err("reset".into()), 5.0);
+    let Action::SendHedge { origin, .. } = action else {
+        panic!("expected a third attempt, got {action:?}");
+    };
+    h.hedge_sent(&mut race, 5.0);
+    assert!(race.third_attempt_sent());
+    assert_eq!(
+        race.failed_hedge.as_ref().map(|l| l.error.is_some()),
+        Some(true)
+    );
+    assert_eq!(
+        h.leg_finished(&mut race, Leg::Hedge, Ok(200), 30.0),
+        Action::Finish(RaceEnd::Won(Leg::Hedge))
+    );
+    assert_eq!(race.leg(Leg::Hedge).origin, origin);
+    let _ = primary;
+    // A fourth is never sent: the next double failure after a failed third ends it.
+    let mut again = start(&mut h, 100.0);
+    h.leg_finished(&mut again, Leg::Primary, Ok(503), 102.0);
+    h.hedge_sent(&mut again, 102.0);
+    h.leg_finished(&mut again, Leg::Hedge, Ok(503), 104.0);
+    if again.third_attempt_sent() || again.race.third_sent() {
+        h.hedge_sent(&mut again, 104.0);
+        assert!(matches!(
+            h.leg_finished(&mut again, Leg::Hedge, Ok(503), 106.0),
+            Action::Finish(RaceEnd::BothFailed { .. })
+        ));
+    }
+}
+
+#[test]
+fn a_slow_double_failure_and_a_request_that_may_not_be_hedged_get_no_third() {
+    let mut h = hedger(&[("HEDGE_TIMEOUT_MS", "1000")]);
+    let mut race = start(&mut h, 0.0);
+    h.timer_fired(&mut race, 100.0);
+    h.hedge_sent(&mut race, 100.0);
+    h.leg_finished(&mut race, Leg::Primary, Ok(503), 200.0);
+    assert!(
+        matches!(
+            h.leg_finished(&mut race, Leg::Hedge, Ok(503), 400.0),
+            Action::Finish(RaceEnd::BothFailed { .. })
+        ),
+        "the hedge failed after a quarter of the timeout"
+    );
+    let plan = h.plan(
+        Eligibility::NotHedgeable(NotHedgeableReason::NotIdempotent),
+        "/r",
+        500.0,
+    );
+    let mut post = h.start(plan, 500.0);
+    assert_eq!(
+        h.leg_finished(&mut post, Leg::Primary, Ok(503), 502.0),
+        Action::Finish(RaceEnd::PrimaryFailed)
+    );
+}
+
+#[test]
+fn a_busy_isolate_sends_no_hedge_for_a_slow_primary_but_retries_a_failure() {
+    let mut h = hedger(&[
+        ("HEDGE_MODE", "adaptive"),
+        ("HEDGE_COLD_DELAY_MS", "100"),
+        ("HEDGE_ISOLATE_BUSY_LAG_MS", "5"),
+    ]);
+    // Timers firing 30 ms late, over and over.
+    let mut t = 0.0;
+    for _ in 0..40 {
+        let mut race = start(&mut h, t);
+        h.timer_fired(&mut race, t + 130.0);
+        if race.hedge_sent() {
+            h.leg_finished(&mut race, Leg::Hedge, Ok(200), t + 140.0);
+        } else {
+            h.leg_finished(&mut race, Leg::Primary, Ok(200), t + 140.0);
+        }
+        t += 10.0;
+    }
+    let mut slow = start(&mut h, t);
+    h.timer_fired(&mut slow, t + 130.0);
+    assert!(!slow.hedge_sent());
+    assert_eq!(
+        slow.no_hedge,
+        Some(NoHedge::Denied(HedgeDenied::IsolateBusy))
+    );
+    let mut failed = start(&mut h, t);
+    assert!(matches!(
+        h.leg_finished(&mut failed, Leg::Primary, Ok(503), t + 2.0),
+        Action::SendHedge { .. }
+    ));
+    assert!(h.isolate_lag.mean_ms(t + 130.0) > 5.0);
 }

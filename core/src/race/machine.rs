@@ -123,6 +123,8 @@ pub struct Race {
     hedge_possible: bool,
     /// Whether the timer abandons the primary (retry) instead of racing it (hedge).
     retry: bool,
+    /// The hedge leg is on its second attempt (a third request in all).
+    third: bool,
 }
 
 // === impl Race ===
@@ -136,6 +138,7 @@ impl Race {
             hedge: LegState::NotStarted,
             hedge_possible,
             retry: false,
+            third: false,
         }
     }
 
@@ -180,9 +183,26 @@ impl Race {
         self.hedge = LegState::Pending;
     }
 
+    /// Both legs failed and one more attempt goes out on the hedge leg.
+    /// Call [`Race::hedge_started`] once it is sent (or
+    /// [`Race::hedge_declined`]).
+    pub fn third_attempt(&mut self) {
+        self.third = true;
+    }
+
+    /// Whether the hedge leg carries a third attempt.
+    pub fn third_sent(&self) -> bool {
+        self.third
+    }
+
     /// The budget (or the lack of a target) refused the hedge.
     pub fn hedge_declined(&mut self) -> Step {
         self.hedge_possible = false;
+        if self.third {
+            // The third attempt could not be sent: both legs stand failed.
+            self.hedge = LegState::Failed;
+            return Step::FailBoth;
+        }
         if self.primary == LegState::Failed {
             Step::DeliverPrimaryFailure
         } else {
@@ -392,6 +412,30 @@ mod tests {
             race.leg_finished(Leg::Hedge, Answer),
             Step::Deliver(Leg::Hedge)
         );
+    }
+
+    #[test]
+    fn a_third_attempt_runs_on_the_hedge_leg() {
+        let mut race = Race::new(true);
+        race.leg_finished(Leg::Primary, RetriableFailure);
+        race.hedge_started();
+        assert_eq!(
+            race.leg_finished(Leg::Hedge, RetriableFailure),
+            Step::FailBoth
+        );
+        race.third_attempt();
+        race.hedge_started();
+        assert!(race.is_pending(Leg::Hedge) && race.third_sent());
+        assert_eq!(
+            race.leg_finished(Leg::Hedge, Answer),
+            Step::Deliver(Leg::Hedge)
+        );
+        let mut unsent = Race::new(true);
+        unsent.leg_finished(Leg::Primary, RetriableFailure);
+        unsent.hedge_started();
+        unsent.leg_finished(Leg::Hedge, RetriableFailure);
+        unsent.third_attempt();
+        assert_eq!(unsent.hedge_declined(), Step::FailBoth);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! What the Hedger decides for a request before any origin is asked, and why
 //! a hedge went out.
 
+pub use crate::admission::hedge_gate::HedgeCause;
 use crate::estimation::delay_policy::DelayChoice;
 use crate::no_hedge::NoHedge;
 
@@ -31,27 +32,5 @@ impl RacePlan {
     /// check, else the hedge delay; `None` without either.
     pub fn first_timer_ms(&self) -> Option<f64> {
         self.stall_check_ms.or(self.delay.map(|d| d.delay_ms))
-    }
-}
-
-/// Why a hedge went out (`Server-Timing`, logs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HedgeCause {
-    /// The primary outlived the hedge delay.
-    Delay,
-    /// The primary's origin stalled (several requests silent at once).
-    Stall,
-    /// The primary failed fast and retriably.
-    Failure,
-}
-
-impl HedgeCause {
-    /// A short name for headers and logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HedgeCause::Delay => "delay",
-            HedgeCause::Stall => "stall",
-            HedgeCause::Failure => "failure",
-        }
     }
 }

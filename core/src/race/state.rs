@@ -117,6 +117,11 @@ pub struct RaceState {
     /// The timer must be set again, this many ms from now (after a stall
     /// check that found none, for the rest of the hedge delay).
     pub(super) rearm_ms: Option<f64>,
+    /// When the race's timer is due (its lateness is the isolate's lag).
+    pub(super) timer_due_ms: Option<f64>,
+    /// The hedge leg's first attempt, when it failed fast and a third
+    /// attempt took its place (for the error body and the logs).
+    pub failed_hedge: Option<LegRecord>,
 }
 
 impl RaceState {
@@ -136,11 +141,17 @@ impl RaceState {
         self.race.hedge_sent()
     }
 
+    /// Whether a third attempt went out after both legs failed fast.
+    pub fn third_attempt_sent(&self) -> bool {
+        self.race.third_sent() && self.legs[Leg::Hedge.index()].started_ms.is_some()
+    }
+
     /// What the race contributes to the route counters, at `now_ms`.
     pub fn summary(&self, client_error: bool, now_ms: f64) -> RaceSummary {
         let elapsed = |l: &LegRecord| l.elapsed_ms(now_ms).unwrap_or(0.0);
         RaceSummary {
             hedge_sent: self.hedge_sent(),
+            hedge_cause: self.hedge_cause,
             hedge_won: self.end == Some(RaceEnd::Won(Leg::Hedge)),
             error: client_error,
             wasted_ms: self.legs.iter().filter(|l| l.aborted).map(elapsed).sum(),

@@ -4,6 +4,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap};
 
+use super::isolate_cpu::IsolateCpu;
 use super::origin::{Job, Origin};
 use super::rng::Rng;
 use super::scenario::Scenario;
@@ -49,6 +50,9 @@ pub struct SimParams {
     pub aggregator_rtt_ms: Option<f64>,
     /// Route keys the requests are spread over, uniformly (`/r0`, `/r1`, ...).
     pub routes: usize,
+    /// Each isolate's event loop and what each step costs it; `None`: an
+    /// isolate that costs nothing and never queues.
+    pub isolate_cpu: Option<IsolateCpu>,
 }
 
 /// What one configuration's run measured (after the warm-up).
@@ -82,13 +86,30 @@ pub struct RunResult {
     pub slow_unhedged: BTreeMap<&'static str, u64>,
     /// The measured requests second by second (by arrival).
     pub timeline: Timeline,
+    /// Third attempts sent after both legs failed fast.
+    pub third_attempts: u64,
+    /// Hedges the guards left out: the isolate was busy, the cause did not pay.
+    pub isolate_busy_skips: u64,
+    /// ... and hedges left out because their cause stopped winning.
+    pub unpaid_skips: u64,
+    /// The share of each isolate's time its event loop was busy, measured.
+    pub isolate_busy_share: f64,
+    /// Mean wait of an event for its isolate's loop, ms (measured requests' events).
+    pub mean_loop_wait_ms: f64,
     /// Every measured request that got no hedge: (latency, why not).
     unhedged: Vec<(f64, &'static str)>,
+    loop_waits: (f64, u64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Event {
     Arrive,
+    /// An arrival waiting for its isolate's loop.
+    Admit {
+        isolate: u32,
+        route: u32,
+        arrival_ms: f64,
+    },
     /// A leg's answer reaches the PoP.
     Answer {
         req: u32,
@@ -181,6 +202,10 @@ struct Sim<'a> {
     pushes: Vec<PushInFlight>,
     origin_names: Vec<String>,
     route_names: Vec<String>,
+    /// When each isolate's event loop is next free.
+    loop_free_at: Vec<f64>,
+    /// Loop time spent per isolate while measuring.
+    loop_busy_ms: f64,
 }
 
 /// A push between an isolate and the aggregator.
@@ -242,6 +267,8 @@ pub fn run(
             ..RunResult::default()
         },
         measure_from_ms: params.warmup_seconds * 1000.0,
+        loop_free_at: vec![0.0; params.isolates.max(1)],
+        loop_busy_ms: 0.0,
     };
     let end_ms = (params.warmup_seconds + params.seconds) * 1000.0;
     sim.schedule(0.0, Event::Arrive);
@@ -260,16 +287,45 @@ pub fn run(
                     sim.schedule(sim.now + gap, Event::Arrive);
                 }
             }
+            Event::Admit {
+                isolate,
+                route,
+                arrival_ms,
+            } => sim.admit(isolate as usize, route as usize, arrival_ms),
             Event::AtOrigin { req, leg } => sim.at_origin(req, leg),
             Event::WorkerFree { origin } => sim.worker_free(origin),
             Event::Answer { req, leg } => sim.answer(req, leg),
-            Event::Timer { req } => sim.on_race(req, |h, s, now| h.timer_fired(s, now)),
-            Event::Deadline { req } => sim.on_race(req, |h, s, now| h.deadline_passed(s, now)),
+            Event::Timer { req } => {
+                if !sim.waits_for_loop(req, next.event) {
+                    sim.on_race(req, |h, s, now| h.timer_fired(s, now));
+                }
+            }
+            Event::Deadline { req } => {
+                if !sim.waits_for_loop(req, next.event) {
+                    sim.on_race(req, |h, s, now| h.deadline_passed(s, now));
+                }
+            }
             Event::PushArrives { push } => sim.push_arrives(push),
             Event::ReplyArrives { push } => sim.reply_arrives(push),
         }
     }
     sim.result.simulated = sim.requests.len() as u64;
+    for h in &sim.hedgers {
+        sim.result.isolate_busy_skips += h.isolate_lag.skipped;
+        for origin in 0..params.scenario.origins.len() {
+            if let Some(cells) = h.payoff.cells(origin) {
+                sim.result.unpaid_skips += cells.iter().map(|c| c.left_out).sum::<u64>();
+            }
+        }
+    }
+    sim.result.isolate_busy_share =
+        sim.loop_busy_ms / (params.seconds * 1000.0 * sim.hedgers.len() as f64);
+    let (wait_sum, waits) = sim.result.loop_waits;
+    sim.result.mean_loop_wait_ms = if waits > 0 {
+        wait_sum / waits as f64
+    } else {
+        0.0
+    };
     let p99 = super::report::percentile(&mut sim.result.latencies_ms.clone(), 0.99);
     for &(latency, why) in &sim.result.unhedged {
         if latency >= p99 {
@@ -292,6 +348,24 @@ impl Sim<'_> {
     fn arrive(&mut self) {
         let isolate = self.rng.below(self.hedgers.len());
         let route = self.rng.below(self.route_names.len());
+        self.admit(isolate, route, self.now);
+    }
+
+    /// The isolate takes up a request that arrived at `arrival_ms` (now, or
+    /// later when its loop was busy).
+    fn admit(&mut self, isolate: usize, route: usize, arrival_ms: f64) {
+        if let Some(free) = self.loop_busy_until(isolate) {
+            let event = Event::Admit {
+                isolate: isolate as u32,
+                route: route as u32,
+                arrival_ms,
+            };
+            self.schedule(free, event);
+            return;
+        }
+        self.note_wait(arrival_ms);
+        let admit_ms = self.params.isolate_cpu.map_or(0.0, |c| c.admit_ms);
+        self.spend(isolate, admit_ms);
         let id = self.requests.len() as u32;
         let now = self.now;
         let hedger = &mut self.hedgers[isolate];
@@ -302,8 +376,8 @@ impl Sim<'_> {
         let timeout = hedger.params().timeout_ms;
         self.requests.push(Request {
             isolate: isolate as u32,
-            arrival_ms: now,
-            measured: now >= self.measure_from_ms,
+            arrival_ms,
+            measured: arrival_ms >= self.measure_from_ms,
             race: Some(race),
             legs: [LegSim::default(); 2],
         });
@@ -380,7 +454,11 @@ impl Sim<'_> {
         if l.aborted || r.race.is_none() {
             return;
         }
-        if r.measured {
+        let measured = r.measured;
+        if self.waits_for_loop(req, Event::Answer { req, leg }) {
+            return;
+        }
+        if measured {
             self.result.origin_work_ms += l.started_ms.map_or(0.0, |s| self.now - s);
         }
         let status = l.status;
@@ -399,10 +477,25 @@ impl Sim<'_> {
         let Some(mut race) = r.race.take() else {
             return; // the race is over
         };
-        let hedger = &mut self.hedgers[r.isolate as usize];
+        let isolate = r.isolate as usize;
+        let hedger = &mut self.hedgers[isolate];
         let action = event(hedger, &mut race, now);
         let mut intents = Intents::default();
         let end = hedger.perform(&mut race, action, now, &mut intents);
+        if let Some(cpu) = self.params.isolate_cpu {
+            let mut ms = cpu.timer_ms;
+            for intent in intents.list.iter().take(intents.len).flatten() {
+                ms += match intent {
+                    Intent::Abort(leg) if race.leg(*leg).finished_ms.is_none() => cpu.abort_ms,
+                    Intent::Abort(_) => 0.0,
+                    Intent::SendHedge(_) => cpu.leg_ms,
+                };
+            }
+            if end.is_some_and(|e| e.kept_leg().is_some()) {
+                ms += cpu.respond_ms;
+            }
+            self.spend(isolate, ms);
+        }
         // Carried out in the order the Hedger asked (in retry mode, the
         // primary is aborted before the hedge goes out).
         for intent in intents.list.into_iter().take(intents.len).flatten() {
@@ -451,7 +544,9 @@ impl Sim<'_> {
         if !r.measured {
             return;
         }
-        let latency = self.now - r.arrival_ms + self.params.worker_overhead_ms;
+        // The response leaves once the loop has done the work for it.
+        let done = self.loop_free_at[r.isolate as usize].max(self.now);
+        let latency = done - r.arrival_ms + self.params.worker_overhead_ms;
         let error = match end {
             RaceEnd::Won(leg) => race.leg(leg).status.is_some_and(|s| s >= 500),
             _ => true,
@@ -465,6 +560,7 @@ impl Sim<'_> {
         res.latencies_ms.push(latency);
         res.hedges += u64::from(race.hedge_sent());
         res.hedge_wins += u64::from(end == RaceEnd::Won(Leg::Hedge));
+        res.third_attempts += u64::from(race.third_attempt_sent());
         res.errors += u64::from(error);
         if let (true, Some(cause)) = (race.hedge_sent(), race.hedge_cause) {
             *res.hedge_causes.entry(cause.as_str()).or_default() += 1;
@@ -472,6 +568,55 @@ impl Sim<'_> {
         if !race.hedge_sent() {
             res.unhedged
                 .push((latency, race.no_hedge.map_or("none", |n| n.as_str())));
+        }
+    }
+}
+
+// === the isolate's event loop ===
+
+impl Sim<'_> {
+    /// When `isolate`'s loop is busy past now: the time it is next free.
+    fn loop_busy_until(&self, isolate: usize) -> Option<f64> {
+        self.params.isolate_cpu?;
+        let free = self.loop_free_at[isolate];
+        (free > self.now).then_some(free)
+    }
+
+    /// Puts `event` of request `req` back until its isolate's loop is free;
+    /// `true` when it must wait.
+    fn waits_for_loop(&mut self, req: u32, event: Event) -> bool {
+        let Some(r) = self.requests.get(req as usize) else {
+            return false;
+        };
+        if r.race.is_none() {
+            return false;
+        }
+        match self.loop_busy_until(r.isolate as usize) {
+            Some(free) => {
+                self.schedule(free, event);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The loop of `isolate` works `ms` from now (or from when it is free).
+    fn spend(&mut self, isolate: usize, ms: f64) {
+        if self.params.isolate_cpu.is_none() || ms <= 0.0 {
+            return;
+        }
+        let start = self.loop_free_at[isolate].max(self.now);
+        self.loop_free_at[isolate] = start + ms;
+        if self.now >= self.measure_from_ms {
+            self.loop_busy_ms += ms;
+        }
+    }
+
+    /// An event due at `due_ms` runs now: how long it waited for the loop.
+    fn note_wait(&mut self, due_ms: f64) {
+        if self.params.isolate_cpu.is_some() && due_ms >= self.measure_from_ms {
+            self.result.loop_waits.0 += self.now - due_ms;
+            self.result.loop_waits.1 += 1;
         }
     }
 }
@@ -584,6 +729,7 @@ mod tests {
             worker_overhead_ms: 1.5,
             aggregator_rtt_ms: None,
             routes: 1,
+            isolate_cpu: None,
         }
     }
 
@@ -655,6 +801,49 @@ mod tests {
             back.is_some_and(|s| s <= 30),
             "hedging back after {back:?} s"
         );
+    }
+
+    #[test]
+    fn a_busy_isolate_makes_hedging_worse_and_the_guards_stop_it() {
+        // Poisson arrivals at 650 rps keep the lab-calibrated isolate ~94% busy.
+        let p = SimParams {
+            rate_rps: 650.0,
+            poisson: true,
+            isolate_cpu: Some(IsolateCpu::lab()),
+            worker_overhead_ms: 0.3,
+            ..params("busy-isolate", 20.0)
+        };
+        let p99 = |r: &mut RunResult| super::super::percentile(&mut r.latencies_ms, 0.99);
+        let mut off = run(&p, &config(&[("HEDGE_MODE", "off")])).expect("runs");
+        let mut unguarded = run(
+            &p,
+            &config(&[
+                ("HEDGE_ISOLATE_BUSY_LAG_MS", "0"),
+                ("HEDGE_CUT_UNPAID", "false"),
+            ]),
+        )
+        .expect("runs");
+        let mut guarded = run(&p, &config(&[])).expect("runs");
+        let (off99, unguarded99, guarded99) =
+            (p99(&mut off), p99(&mut unguarded), p99(&mut guarded));
+        assert!(
+            unguarded99 > off99 * 1.03,
+            "without the guards hedging should cost: {unguarded99} vs {off99}"
+        );
+        let extra = guarded.hedges as f64 / guarded.requests as f64;
+        assert!(extra <= 0.01, "extra {extra}");
+        assert!(guarded.isolate_busy_skips > 0);
+        assert!(guarded99 < unguarded99, "{guarded99} vs {unguarded99}");
+    }
+
+    #[test]
+    fn a_third_attempt_saves_double_fast_failures() {
+        let p = params("fast-503-both", 30.0);
+        let without = run(&p, &config(&[("HEDGE_THIRD_ATTEMPT", "false")])).expect("runs");
+        let with = run(&p, &config(&[])).expect("runs");
+        assert!(without.errors > 0, "2% x 2% of 6,000 requests fail twice");
+        assert_eq!(with.errors, 0);
+        assert!(with.third_attempts > 0);
     }
 
     #[test]

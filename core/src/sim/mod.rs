@@ -7,13 +7,15 @@
 //! numbers for the same seed), this does in seconds. It models what the
 //! Hedger sees: when each leg's answer arrives, what it says, and what an
 //! abort does to an origin, and, with an aggregator, the PoP pushes and
-//! replies. It does not model bodies, the cache or coalescing.
+//! replies; with an [`IsolateCpu`], each isolate's own event loop and the
+//! CPU each request and leg costs it. It does not model bodies, the cache or coalescing.
 //!
 //! Native only: it is left out of the wasm build.
 //!
 //! [`Hedger`]: crate::race::Hedger
 
 mod engine;
+mod isolate_cpu;
 mod origin;
 mod report;
 mod rng;
@@ -21,6 +23,7 @@ mod scenario;
 mod timeline;
 
 pub use engine::{run, Configuration, RunResult, SimParams};
+pub use isolate_cpu::IsolateCpu;
 pub use origin::{Episode, LatencyModel, OriginSpec, StallSpec};
 pub use report::{markdown_table, oracle_bound, percentile, OracleBound, Row};
 pub use rng::Rng;

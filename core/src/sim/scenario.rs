@@ -26,6 +26,8 @@ pub const SCENARIO_NAMES: &[&str] = &[
     "rare-stalls",
     "recovery",
     "overload-spell",
+    "busy-isolate",
+    "fast-503-both",
 ];
 
 fn lognormal(median: f64, sigma: f64) -> LatencyModel {
@@ -183,6 +185,25 @@ pub fn scenario(name: &str) -> Option<Scenario> {
                 name: "overload-spell",
                 description: "overload spell: both origins 12 workers, heavy-tail service; from 15 to 30 s service is 2.5x slower (a slow shared dependency), running both near capacity, then it passes",
                 origins: vec![spelled.clone(), spelled],
+            }
+        }
+        "busy-isolate" => Scenario {
+            name: "busy-isolate",
+            description: "the isolate is the bottleneck: fast origins with spare capacity, lognormal(40 ms, 0.35) each; run it near the isolate's capacity (the lab's: --rate 650)",
+            origins: vec![
+                origin(lognormal(40.0, 0.35)),
+                origin(lognormal(40.0, 0.35)),
+            ],
+        },
+        "fast-503-both" => {
+            let shedding = OriginSpec {
+                fast_failure: Some((0.02, 503, 2.0)),
+                ..origin(lognormal(40.0, 0.35))
+            };
+            Scenario {
+                name: "fast-503-both",
+                description: "both origins shed 2% of requests with a 503 after 2 ms, independently; otherwise lognormal(40 ms, 0.35)",
+                origins: vec![shedding.clone(), shedding],
             }
         }
         _ => return None,
