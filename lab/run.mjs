@@ -2,10 +2,10 @@
 // open-loop load, and a side-by-side report of every configuration on the
 // same scenario and load, in one run.
 //
-//   node lab/run.mjs [--scenario heavy-tail|gc-pause|bimodal-cache|slow-origin|fast-503|cliff|rare-stalls|recovery|all|none]
-//                    [--rate 200] [--seconds 15] [--warmup 3] [--seed 1] [--out lab-results]
+//   node lab/run.mjs [--scenario heavy-tail|gc-pause|bimodal-cache|slow-origin|fast-503|cliff|rare-stalls|recovery|busy-isolate|fast-503-both|all|none]
+//                    [--rate 200 (busy-isolate: 650)] [--seconds 15] [--warmup 3] [--seed 1] [--out lab-results]
 //                    [--overhead] [--overhead-seconds 4] [--overhead-rounds 5] [--overhead-baseline [LABEL=]DIR,...] [--health-off]
-//                    [--configs "hedging off,fixed-quantile,default"]
+//                    [--configs "hedging off,fixed-quantile,default,unguarded,JS pass-through,workers-rs"]
 //                    [--pop] [--pop-rate 50] [--pop-isolates 8] [--pop-seconds 2]
 import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -17,7 +17,7 @@ import { Histogram } from "./histogram.mjs";
 import { oracleBound } from "./oracle.mjs";
 import { markdownTable, percentileSvg } from "./report.mjs";
 import { SLOWEST_SHARE } from "./loadgen.mjs";
-import { originModel, scenario, spellOf, SCENARIO_NAMES } from "./scenarios.mjs";
+import { originModel, rateOf, scenario, spellOf, SCENARIO_NAMES } from "./scenarios.mjs";
 import { secondsOf, spellMarkdown } from "./spell.mjs";
 import { startWorker } from "../tests/support/worker.mjs";
 import { popMarkdown, runColdIsolates } from "./pop-lab.mjs";
@@ -43,6 +43,16 @@ export const PASS_THROUGHS = [
   { name: "minimal JS pass-through worker", start: (origins) => startJsPassthrough(origins[0].url) },
   { name: "minimal workers-rs pass-through", start: (origins) => startRustPassthrough(origins[0].url) },
 ];
+
+/**
+ * The default as it was before this round's guards (no isolate-busy rule, no
+ * cutting of hedges that do not pay, no third attempt), picked with
+ * --configs "unguarded" to show in the same run what the guards change.
+ */
+export const UNGUARDED = {
+  name: "worker, tail-aware unguarded (before the isolate guards)",
+  vars: { HEDGE_ISOLATE_BUSY_LAG_MS: "0", HEDGE_CUT_UNPAID: "false", HEDGE_THIRD_ATTEMPT: "false" },
+};
 
 /** With --health-off: the adaptive hedge with origin health and the 5xx-adaptive budget disabled. */
 export const HEALTH_OFF = {
@@ -77,6 +87,40 @@ export function spawnJson(args, { keepAlive = false } = {}) {
   });
   if (!keepAlive) child.stdin.end();
   return { child, firstLine };
+}
+
+/** The bearer token the lab's Workers serve their stats page with. */
+const STATS_TOKEN = "lab-stats-token-not-secret";
+
+/**
+ * What the Worker says of itself after a run (its stats page): its event
+ * loop's lag, hedges its guards left out, third attempts.
+ */
+async function workerView(url) {
+  try {
+    const res = await fetch(`${url}/__hedge/stats`, { headers: { authorization: `Bearer ${STATS_TOKEN}` } });
+    if (!res.ok) return null;
+    const stats = await res.json();
+    const leftOut = (stats.origins ?? []).reduce(
+      (n, o) => n + Object.values(o.hedge_payoff ?? {}).reduce((m, c) => m + (c.left_out ?? 0), 0),
+      0,
+    );
+    const i = stats.isolate ?? {};
+    return {
+      lagMs: i.lag_ms,
+      lagMaxMs: i.lag_max_ms,
+      lagSamples: i.lag_samples,
+      skippedBusy: i.hedges_skipped_busy,
+      skippedNotPaying: leftOut,
+      thirdAttempts: i.third_attempts,
+    };
+  } catch {
+    return null;
+  }
+}
+
+export function workerViewText(v) {
+  return `loop lag ${v.lagMs?.toFixed(2)} ms (max ${v.lagMaxMs?.toFixed(1)}, ${v.lagSamples} timers); hedges left out: ${v.skippedBusy} isolate-busy, ${v.skippedNotPaying} not-paying; ${v.thirdAttempts} third attempts`;
 }
 
 async function originStats(origins) {
@@ -138,7 +182,7 @@ export async function runScenario({ scenarioName, rate, seconds, warmup, seed, c
       let worker = null;
       let url = origins[0].url;
       if (config.vars) {
-        worker = await startWorker({ HEDGE_ORIGINS: origins, ...config.vars });
+        worker = await startWorker({ HEDGE_ORIGINS: origins, HEDGE_STATS_TOKEN: STATS_TOKEN, ...config.vars });
         url = worker.url;
       } else if (config.start) {
         worker = await config.start(origins);
@@ -150,8 +194,10 @@ export async function runScenario({ scenarioName, rate, seconds, warmup, seed, c
         const result = await load(url, rate, seconds);
         const stats = await originStats(origins);
         const row = summarize(config.name, result, stats);
+        if (config.vars) row.worker = await workerView(url);
         rows.push(row);
         log(`    p50 ${row.p50?.toFixed(1)} ms, p99 ${row.p99?.toFixed(1)} ms, p99.9 ${row.p999?.toFixed(1)} ms, extra ${row.extraPct.toFixed(1)}%, errors ${row.errors}; slowest: ${whyText(row.slowestWhy)}`);
+        if (row.worker) log(`    the Worker's own view: ${workerViewText(row.worker)}`);
       } finally {
         if (worker) await worker.dispose();
       }
@@ -200,6 +246,23 @@ export async function runOverhead({ seconds, rounds = 3, concurrency = 32, warmu
     { name: "minimal workers-rs pass-through", start: () => startRustPassthrough(origins[0].url) },
     { name: "hedgehog-edge, hedging off", start: () => startWorker({ HEDGE_ORIGINS: origins, HEDGE_MODE: "off" }) },
     { name: "hedgehog-edge, default (tail-aware) hedging", start: () => startWorker({ HEDGE_ORIGINS: origins }) },
+    // Every request hedged at once (and the loser aborted): its CPU above
+    // "hedging off" is what a leg costs the isolate (the simulator's isolate
+    // model is calibrated on it).
+    {
+      name: "hedgehog-edge, every request hedged (static 0 ms, budget 100%)",
+      start: () =>
+        startWorker({
+          HEDGE_ORIGINS: origins,
+          HEDGE_MODE: "static",
+          HEDGE_STATIC_DELAY_MS: "0",
+          HEDGE_BUDGET_PERCENT: "100",
+          HEDGE_BUDGET_FLOOR_PER_SEC: "10000",
+          HEDGE_BUDGET_MAX_TOKENS: "1000000",
+          HEDGE_5XX_REDUCE_RATE: "1",
+          HEDGE_5XX_STOP_RATE: "1",
+        }),
+    },
   ];
   // Other builds (of an older commit, say) through the same path in the same
   // run: "label=dir,label=dir" (a bare dir is labelled "baseline build").
@@ -318,6 +381,10 @@ function writeReports(out, reports, overhead, pop = null) {
         ".",
       "",
     );
+    const views = r.rows.filter((row) => row.worker);
+    if (views.length) {
+      md.push(`The Worker's own view after each run (its stats page): ${views.map((row) => `${row.name.slice(8)}: ${workerViewText(row.worker)}`).join("; ")}.`, "");
+    }
     if (r.spell) {
       const workers = r.rows.filter((row) => row.name.startsWith("worker, ") && row.name !== "worker, hedging off");
       md.push(spellMarkdown(workers, Math.round(r.spell.fromMs / 1000), Math.round(r.spell.untilMs / 1000)), "");
@@ -378,7 +445,7 @@ function writeReports(out, reports, overhead, pop = null) {
  */
 function pickConfigurations(configurations, list) {
   if (!list) return configurations;
-  const all = [...configurations, ...PASS_THROUGHS];
+  const all = [...configurations, ...PASS_THROUGHS, UNGUARDED];
   return list.split(",").map((want) => {
     const found = want === "default" ? all.find((c) => c.name === DEFAULT_CONFIGURATION) : all.find((c) => c.name.includes(want));
     if (!found) throw new Error(`--configs: no configuration matches "${want}"; names: ${all.map((c) => c.name).join("; ")}`);
@@ -392,7 +459,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const { values } = parseArgs({
     options: {
       scenario: { type: "string", default: "heavy-tail" },
-      rate: { type: "string", default: "200" },
+      // Default: 200 rps, or the scenario's own (busy-isolate: 650).
+      rate: { type: "string" },
       seconds: { type: "string", default: "15" },
       warmup: { type: "string", default: "3" },
       seed: { type: "string", default: "1" },
@@ -416,7 +484,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     reports.push(
       await runScenario({
         scenarioName,
-        rate: Number(values.rate),
+        rate: rateOf(scenarioName, values.rate),
         seconds: Number(values.seconds),
         warmup: Number(values.warmup),
         seed: values.seed,

@@ -58,6 +58,22 @@ const scenarios = {
       { latency: heavyTail },
     ],
   },
+  "busy-isolate": {
+    // Its own rate unless --rate says otherwise: near what one workerd
+    // isolate serves on this 2-core machine beside the load generator and
+    // the origins (806 requests/s closed-loop with hedging off, docs/cost.md).
+    rate: 650,
+    description:
+      "the isolate is the bottleneck: fast origins with spare capacity, lognormal(40 ms, 0.35) each; run it near the isolate's capacity (--rate 650 on the lab's machine)",
+    origins: [{ latency: (rng) => rng.lognormal(40, 0.35) }, { latency: (rng) => rng.lognormal(40, 0.35) }],
+  },
+  "fast-503-both": {
+    description: "both origins shed 2% of requests with a 503 after 2 ms, independently; otherwise lognormal(40 ms, 0.35)",
+    origins: [
+      { latency: (rng) => rng.lognormal(40, 0.35), fastFailure: { fraction: 0.02, status: 503, afterMs: 2 } },
+      { latency: (rng) => rng.lognormal(40, 0.35), fastFailure: { fraction: 0.02, status: 503, afterMs: 2 } },
+    ],
+  },
   "fast-503": {
     description: "the primary sheds 5% of requests with a 503 after 2 ms; otherwise both are heavy-tail",
     origins: [{ latency: heavyTail, fastFailure: { fraction: 0.05, status: 503, afterMs: 2 } }, { latency: heavyTail }],
@@ -79,6 +95,11 @@ function bimodal(rng) {
 
 /** The latency scenarios (the throughput-only "instant" origin is left out). */
 export const SCENARIO_NAMES = Object.keys(scenarios).filter((n) => n !== "instant" && n !== "fast");
+
+/** The rate a scenario runs at unless one is given: its own, else 200 rps. */
+export function rateOf(name, given) {
+  return given !== undefined ? Number(given) : (scenario(name).rate ?? 200);
+}
 
 export function scenario(name) {
   const s = scenarios[name];
