@@ -62,9 +62,9 @@ const scenarios = {
     // Its own rate unless --rate says otherwise: near what one workerd
     // isolate serves on this 2-core machine beside the load generator and
     // the origins (806 requests/s closed-loop with hedging off, docs/cost.md).
-    rate: 650,
+    rate: 350,
     description:
-      "the isolate is the bottleneck: fast origins with spare capacity, lognormal(40 ms, 0.35) each; run it near the isolate's capacity (--rate 650 on the lab's machine)",
+      "the isolate is the bottleneck: fast origins with spare capacity, lognormal(40 ms, 0.35) each; run it near the isolate's capacity (--rate 350 on the lab's machine)",
     origins: [{ latency: (rng) => rng.lognormal(40, 0.35) }, { latency: (rng) => rng.lognormal(40, 0.35) }],
   },
   "fast-503-both": {

@@ -486,7 +486,13 @@ impl Sim<'_> {
             let mut ms = cpu.timer_ms;
             for intent in intents.list.iter().take(intents.len).flatten() {
                 ms += match intent {
-                    Intent::Abort(leg) if race.leg(*leg).finished_ms.is_none() => cpu.abort_ms,
+                    // Only a leg in flight has anything to abort.
+                    Intent::Abort(leg)
+                        if race.leg(*leg).started_ms.is_some()
+                            && race.leg(*leg).finished_ms.is_none() =>
+                    {
+                        cpu.abort_ms
+                    }
                     Intent::Abort(_) => 0.0,
                     Intent::SendHedge(_) => cpu.leg_ms,
                 };
@@ -805,9 +811,9 @@ mod tests {
 
     #[test]
     fn a_busy_isolate_makes_hedging_worse_and_the_guards_stop_it() {
-        // Poisson arrivals at 650 rps keep the lab-calibrated isolate ~94% busy.
+        // Poisson arrivals at 350 rps keep the lab-calibrated isolate ~87% busy.
         let p = SimParams {
-            rate_rps: 650.0,
+            rate_rps: 350.0,
             poisson: true,
             isolate_cpu: Some(IsolateCpu::lab()),
             worker_overhead_ms: 0.3,
