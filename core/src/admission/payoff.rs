@@ -151,6 +151,17 @@ impl HedgePayoff {
         }
     }
 
+    /// Whether hedges of `cause` for `origin`'s primaries have been seen to
+    /// win often (at or above [`RESTORE_FROM`] recently, over enough of
+    /// them): then the delays they fix are the origin's, whatever else is
+    /// slow. Too few to tell is not winning.
+    pub fn winning(&self, cause: HedgeCause, origin: usize) -> bool {
+        self.cells
+            .get(origin)
+            .map(|c| c[slot(cause)])
+            .is_some_and(|c| c.hedges >= MIN_HEDGES && c.win_share >= RESTORE_FROM)
+    }
+
     /// The record of `origin` by cause, in [`CAUSES`] order.
     pub fn cells(&self, origin: usize) -> Option<&[PayoffCell; 3]> {
         self.cells.get(origin)

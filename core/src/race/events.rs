@@ -389,15 +389,22 @@ impl Hedger {
 
 impl Hedger {
     /// Whether a hedge for a slow or stalled primary is worth its cost to
-    /// the isolate: not while the isolate itself is the bottleneck, and only
-    /// its share while hedges of its cause have stopped winning. A retry of
-    /// a failed primary is exempt from the first (it saves a client error).
+    /// the isolate: not while the isolate itself is the bottleneck and such
+    /// hedges have stopped winning (a hedge that keeps winning fixes the
+    /// origin's delay, however busy the isolate: a heavy tail's +800 ms is
+    /// not the isolate's), and only its share while hedges of its cause win
+    /// almost never. A retry of a failed primary is exempt from the first
+    /// (it saves a client error).
     fn hedge_pays(&mut self, state: &RaceState, now_ms: f64) -> Result<(), HedgeDenied> {
         if state.plan.retry {
             return Ok(());
         }
         let cause = state.hedge_cause.unwrap_or(HedgeCause::Delay);
-        if cause != HedgeCause::Failure && self.isolate_lag.busy(now_ms) {
+        let primary = state.plan.primary;
+        if cause != HedgeCause::Failure
+            && !self.payoff.winning(cause, primary)
+            && self.isolate_lag.busy(now_ms)
+        {
             self.isolate_lag.skipped += 1;
             return Err(HedgeDenied::IsolateBusy);
         }

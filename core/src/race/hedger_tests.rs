@@ -418,27 +418,56 @@ fn a_slow_double_failure_and_a_request_that_may_not_be_hedged_get_no_third() {
 }
 
 #[test]
+fn a_busy_isolate_keeps_hedging_while_its_hedges_win() {
+    let mut h = hedger(&[
+        ("HEDGE_MODE", "adaptive"),
+        ("HEDGE_COLD_DELAY_MS", "100"),
+        ("HEDGE_ISOLATE_BUSY_LAG_MS", "5"),
+        ("HEDGE_STALL_FACTOR", "0"),
+    ]);
+    // Every hedge wins (the delays are the origin's): first with timers on
+    // time, then 30 ms late.
+    let mut t = 0.0;
+    for i in 0..160 {
+        let mut race = start(&mut h, t);
+        let lag = if i < 100 { 0.0 } else { 30.0 };
+        let late = t + race.plan.first_timer_ms().unwrap_or(0.0) + lag;
+        let action = h.timer_fired(&mut race, late);
+        assert!(
+            matches!(action, Action::SendHedge { .. }),
+            "hedge {i} not sent: {:?}",
+            race.no_hedge
+        );
+        h.hedge_sent(&mut race, late);
+        h.leg_finished(&mut race, Leg::Hedge, Ok(200), late + 30.0);
+        t += 10.0;
+    }
+    assert!(h.isolate_lag.busy(t));
+}
+
+#[test]
 fn a_busy_isolate_sends_no_hedge_for_a_slow_primary_but_retries_a_failure() {
     let mut h = hedger(&[
         ("HEDGE_MODE", "adaptive"),
         ("HEDGE_COLD_DELAY_MS", "100"),
         ("HEDGE_ISOLATE_BUSY_LAG_MS", "5"),
+        ("HEDGE_STALL_FACTOR", "0"),
     ]);
-    // Timers firing 30 ms late, over and over.
+    // Timers firing 30 ms late, over and over; the hedges that go out lose
+    // (enough of them for each origin's primaries to tell).
     let mut t = 0.0;
-    for _ in 0..40 {
+    for _ in 0..100 {
         let mut race = start(&mut h, t);
-        h.timer_fired(&mut race, t + 130.0);
-        if race.hedge_sent() {
-            h.leg_finished(&mut race, Leg::Hedge, Ok(200), t + 140.0);
-        } else {
-            h.leg_finished(&mut race, Leg::Primary, Ok(200), t + 140.0);
+        let late = t + race.plan.first_timer_ms().unwrap_or(0.0) + 30.0;
+        if let Action::SendHedge { .. } = h.timer_fired(&mut race, late) {
+            h.hedge_sent(&mut race, late);
         }
+        h.leg_finished(&mut race, Leg::Primary, Ok(200), late + 10.0);
         t += 10.0;
     }
     let mut slow = start(&mut h, t);
-    h.timer_fired(&mut slow, t + 130.0);
-    assert!(!slow.hedge_sent());
+    let late = t + slow.plan.first_timer_ms().unwrap_or(0.0) + 30.0;
+    assert_eq!(h.timer_fired(&mut slow, late), Action::Wait);
     assert_eq!(
         slow.no_hedge,
         Some(NoHedge::Denied(HedgeDenied::IsolateBusy))
@@ -448,5 +477,5 @@ fn a_busy_isolate_sends_no_hedge_for_a_slow_primary_but_retries_a_failure() {
         h.leg_finished(&mut failed, Leg::Primary, Ok(503), t + 2.0),
         Action::SendHedge { .. }
     ));
-    assert!(h.isolate_lag.mean_ms(t + 130.0) > 5.0);
+    assert!(h.isolate_lag.mean_ms(late) > 5.0);
 }
