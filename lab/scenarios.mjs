@@ -59,9 +59,9 @@ const scenarios = {
     ],
   },
   "busy-isolate": {
-    // Its own rate unless --rate says otherwise: near what one workerd
-    // isolate serves on this 2-core machine beside the load generator and
-    // the origins (806 requests/s closed-loop with hedging off, docs/cost.md).
+    // Its own rate unless --rate says otherwise: near what workerd serves
+    // open-loop on this 2-core machine beside the load generator and the
+    // origins (500 rps saturated it, 350 did not; docs/isolate-cost.md).
     rate: 350,
     description:
       "the isolate is the bottleneck: fast origins with spare capacity, lognormal(40 ms, 0.35) each; run it near the isolate's capacity (--rate 350 on the lab's machine)",
