@@ -294,3 +294,16 @@ test("a write in HEDGE_METHODS that fails on both origins gets no third attempt"
   assert.equal(a.requests.length, 1);
   assert.equal(b.requests.length, 1, "the hedge went to the peer, and nothing after it");
 });
+
+test("a third attempt that gets no answer does not hide the hedge's origin answer", async () => {
+  const dead = { name: "dead", url: `http://127.0.0.1:${await closedPort()}` };
+  let calls = 0;
+  // b sheds the hedge with its own 503, then resets the third attempt.
+  const b = await origin("b", () => (++calls === 1 ? { status: 503, headers: { "retry-after": "7" }, body: "b sheds" } : { reset: "before-headers" }));
+  const w = await worker({ HEDGE_ORIGINS: origins(dead, b), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+  const res = await w.fetch("/kept");
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get("retry-after"), "7");
+  assert.equal(await res.text(), "b sheds");
+  assert.equal(b.requests.length, 2, "the hedge and the third attempt");
+});

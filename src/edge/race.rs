@@ -71,6 +71,9 @@ struct LegIo {
     future: Fuse<LocalBoxFuture<'static, worker::Result<web_sys::Response>>>,
     controller: Option<web_sys::AbortController>,
     response: Option<web_sys::Response>,
+    /// The leg a third attempt replaced, kept while its origin's failure
+    /// answer is the one the client may still get.
+    replaced: Option<Box<LegIo>>,
 }
 
 impl LegIo {
@@ -79,6 +82,7 @@ impl LegIo {
             future: Fuse::terminated(),
             controller: None,
             response: None,
+            replaced: None,
         }
     }
 
@@ -90,13 +94,35 @@ impl LegIo {
             future: fetch.boxed_local().fuse(),
             controller: Some(controller),
             response: None,
+            replaced: None,
         })
     }
 
-    /// Aborts the leg's fetch (its request, or its body if it answered).
+    /// Aborts the leg's fetch (its request, or its body if it answered),
+    /// and the attempt it replaced.
     fn abort(&mut self) {
         if let Some(c) = self.controller.take() {
             c.abort();
+        }
+        if let Some(mut replaced) = self.replaced.take() {
+            replaced.abort();
+        }
+    }
+
+    /// Its answer, or (when it got none) the answer of the attempt it
+    /// replaced, with the controller of the leg it came from.
+    fn take_answer(&mut self) -> (Option<web_sys::Response>, Option<web_sys::AbortController>) {
+        match self.response.take() {
+            Some(response) => {
+                if let Some(mut replaced) = self.replaced.take() {
+                    replaced.abort();
+                }
+                (Some(response), self.controller.take())
+            }
+            None => match self.replaced.take() {
+                Some(mut replaced) => (replaced.response.take(), replaced.controller.take()),
+                None => (None, self.controller.take()),
+            },
         }
     }
 }
@@ -234,10 +260,16 @@ impl<U: Fn(usize) -> String> RaceIo for Io<'_, U> {
     fn send_hedge(&mut self, origin: usize) -> bool {
         match LegIo::send(&(self.url)(origin), self.outbound, Leg::Hedge) {
             Ok(hedge) => {
-                // A third attempt replaces a hedge that failed: its unread
-                // answer is released first.
-                self.legs[Leg::Hedge.index()].abort();
-                self.legs[Leg::Hedge.index()] = hedge;
+                // A third attempt replaces a hedge that failed. Its origin's
+                // answer is kept while the client may still need it (no
+                // other answer to fall back on); otherwise it is released.
+                let mut failed = std::mem::replace(&mut self.legs[Leg::Hedge.index()], hedge);
+                let primary_answered = self.legs[Leg::Primary.index()].response.is_some();
+                if failed.response.is_some() && !primary_answered {
+                    self.legs[Leg::Hedge.index()].replaced = Some(Box::new(failed));
+                } else {
+                    failed.abort();
+                }
                 true
             }
             Err(_) => false,
@@ -248,10 +280,7 @@ impl<U: Fn(usize) -> String> RaceIo for Io<'_, U> {
 /// The race's report: the kept leg's response (the others were aborted
 /// when the race ended).
 fn finish(end: RaceEnd, state: RaceState, mut legs: [LegIo; 2]) -> RaceReport {
-    let mut take = |leg: Leg| {
-        let io = &mut legs[leg.index()];
-        (io.response.take(), io.controller.take())
-    };
+    let mut take = |leg: Leg| legs[leg.index()].take_answer();
     let (outcome, winner_controller) = match end {
         RaceEnd::Won(leg) => match take(leg) {
             (Some(response), controller) => (Outcome::Won(response), controller),

@@ -270,9 +270,13 @@ impl Hedger {
                 }
                 // A proxy stays transparent: an origin's own failure answer
                 // (its status, Retry-After, body) reaches the client.
-                let answered = [Leg::Primary, Leg::Hedge]
-                    .into_iter()
-                    .find(|leg| state.leg(*leg).status.is_some());
+                // The hedge leg's first attempt counts when its third got no
+                // answer: the driver keeps that answer for this.
+                let earlier_hedge =
+                    (state.failed_hedge.as_ref()).is_some_and(|l| l.status.is_some());
+                let answered = [Leg::Primary, Leg::Hedge].into_iter().find(|leg| {
+                    state.leg(*leg).status.is_some() || (*leg == Leg::Hedge && earlier_hedge)
+                });
                 self.finish(state, RaceEnd::BothFailed { answered })
             }
         }
