@@ -7,8 +7,8 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use worker::js_sys;
 use worker::Env;
+use worker::{console_error, js_sys};
 
 use super::env_vars::{pop_bound, read_vars};
 
@@ -29,18 +29,31 @@ thread_local! {
 }
 
 /// The isolate, made from `env` on the first request; the configuration's
-/// errors when it is invalid.
+/// errors when it cannot run (no usable `HEDGE_ORIGINS`; any other invalid
+/// key runs on its default and is logged once).
 pub(crate) fn get(env: &Env, now_ms: f64) -> Result<Shared, Rc<Vec<ConfigError>>> {
     STATE.with(|cell| {
         let mut slot = cell.borrow_mut();
-        let state = slot.get_or_insert_with(|| match config::parse(&read_vars(env)) {
-            Ok(params) => State::Ready(Rc::new(RefCell::new(Isolate::new(
-                params,
-                pop_bound(env),
-                now_ms,
-                // Each isolate draws its own primaries (no herding).
-                (js_sys::Math::random() * 9.007_199_254_740_991e15) as u64,
-            )))),
+        let state = slot.get_or_insert_with(|| match config::parse_lenient(&read_vars(env)) {
+            Ok((params, errors)) => {
+                // Said once per isolate, not per request; the stats page
+                // lists them too.
+                for e in &errors {
+                    console_error!(
+                        "hedgehog-edge: invalid configuration, {} runs on its default: {e}",
+                        e.key
+                    );
+                }
+                let mut isolate = Isolate::new(
+                    params,
+                    pop_bound(env),
+                    now_ms,
+                    // Each isolate draws its own primaries (no herding).
+                    (js_sys::Math::random() * 9.007_199_254_740_991e15) as u64,
+                );
+                isolate.note_config_errors(errors);
+                State::Ready(Rc::new(RefCell::new(isolate)))
+            }
             Err(errors) => State::Invalid(Rc::new(errors)),
         });
         match state {

@@ -178,7 +178,7 @@ pub(crate) fn config_error_response(errors: &[ConfigError]) -> worker::Result<we
     let body = ConfigErrorJson {
         error: "invalid_config",
         message:
-            "the Worker's HEDGE_* configuration is invalid; no request is proxied until it is fixed (the Worker's logs say why)",
+            "the Worker's HEDGE_ORIGINS is unusable; no request is proxied until it is fixed (the Worker's logs say why)",
         invalid_keys: {
             let mut keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
             keys.dedup();

@@ -149,6 +149,51 @@ pub fn defaults() -> Params {
     }
 }
 
+/// What a Worker runs on: [`parse`], except that only an unusable
+/// `HEDGE_ORIGINS` (or an internal error) refuses the configuration. Any
+/// other invalid or unknown key takes its declared default and is returned
+/// with the configuration, to be logged and shown, so one typo'd key does
+/// not turn every request into a 500. Keys that conflict with each other
+/// fall back together.
+pub fn parse_lenient(
+    vars: &BTreeMap<String, String>,
+) -> Result<(Params, Vec<ConfigError>), Vec<ConfigError>> {
+    let fatal = |errors: &[ConfigError]| {
+        errors
+            .iter()
+            .any(|e| e.key == "HEDGE_ORIGINS" || e.reason.starts_with("internal"))
+    };
+    let mut errors = match parse(vars) {
+        Ok(params) => return Ok((params, Vec::new())),
+        Err(errors) => errors,
+    };
+    let mut vars = vars.clone();
+    let mut reported: Vec<ConfigError> = Vec::new();
+    // Each round drops the keys found wrong; a key that only conflicts with
+    // another's default shows up in the next round. Every round drops at
+    // least one key, so there are at most as many rounds as keys.
+    for _ in 0..=KEYS.len() {
+        if fatal(&errors) {
+            reported.extend(errors);
+            return Err(reported);
+        }
+        let before = vars.len();
+        for e in &errors {
+            vars.remove(&e.key);
+        }
+        let dropped = vars.len() < before;
+        reported.extend(errors);
+        if !dropped {
+            return Err(reported);
+        }
+        errors = match parse(&vars) {
+            Ok(params) => return Ok((params, reported)),
+            Err(more) => more,
+        };
+    }
+    Err(reported)
+}
+
 /// Parses the `HEDGE_*` vars; on failure, every problem found.
 pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>> {
     let mut r = Reader::new(vars);
@@ -219,6 +264,43 @@ impl Params {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bad_key_other_than_the_origins_falls_back_to_its_default() {
+        let mut vars = BTreeMap::from([(
+            "HEDGE_ORIGINS".to_string(),
+            r#"[{"name":"a","url":"https://a.example"}]"#.to_string(),
+        )]);
+        vars.insert("HEDGE_BUDGET_PERCENT".into(), "150".into());
+        vars.insert("HEDGE_QUANTIL".into(), "p99".into());
+        vars.insert("HEDGE_STATS_TOKEN".into(), "short".into());
+        let (params, errors) = parse_lenient(&vars).expect("runs on defaults");
+        assert_eq!(params.budget.percent, defaults().budget.percent);
+        assert!(params.stats.token.is_none());
+        let mut keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            ["HEDGE_BUDGET_PERCENT", "HEDGE_QUANTIL", "HEDGE_STATS_TOKEN"]
+        );
+        // Keys in conflict: both fall back, and the result parses cleanly.
+        vars.insert("HEDGE_MIN_DELAY_MS".into(), "5000".into());
+        vars.insert("HEDGE_MAX_DELAY_MS".into(), "100".into());
+        let (params, errors) = parse_lenient(&vars).expect("runs on defaults");
+        assert!(params.delay.min_delay_ms <= params.delay.max_delay_ms);
+        assert!(errors.iter().any(|e| e.key.starts_with("HEDGE_M")));
+    }
+
+    #[test]
+    fn unusable_origins_still_refuse_the_configuration() {
+        let vars = BTreeMap::from([
+            ("HEDGE_ORIGINS".to_string(), "[]".to_string()),
+            ("HEDGE_BUDGET_PERCENT".to_string(), "150".to_string()),
+        ]);
+        let errors = parse_lenient(&vars).expect_err("no origin to proxy to");
+        assert!(errors.iter().any(|e| e.key == "HEDGE_ORIGINS"));
+        assert!(parse_lenient(&BTreeMap::new()).is_err());
+    }
 
     fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

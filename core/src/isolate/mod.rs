@@ -82,6 +82,8 @@ pub struct Isolate {
     invalidations: Invalidations,
     /// Cache keys being refreshed in the background (stale-while-revalidate).
     refreshes: HashSet<String>,
+    /// Keys that were invalid and run on their defaults (for the stats).
+    config_errors: Vec<crate::config::ConfigError>,
 }
 
 // === impl Isolate ===
@@ -99,6 +101,7 @@ impl Isolate {
             held_bodies: HeldBodies::new(params.max_held_body_bytes),
             invalidations: Invalidations::new(),
             refreshes: HashSet::new(),
+            config_errors: Vec::new(),
             hedger,
             params,
         }
@@ -403,13 +406,28 @@ impl Isolate {
     /// What the stats page shows at `now_ms`.
     pub fn stats(&mut self, wasm_memory_bytes: f64, now_ms: f64) -> serde_json::Value {
         let params = &self.params;
-        stats::stats(
+        let mut json = stats::stats(
             params,
             &mut self.hedger,
             &self.held_bodies,
             wasm_memory_bytes,
             now_ms,
-        )
+        );
+        if let Some(map) = json.as_object_mut() {
+            let errors = self
+                .config_errors
+                .iter()
+                .map(|e| serde_json::json!({ "key": e.key, "reason": e.reason }))
+                .collect();
+            map.insert("config_errors".into(), serde_json::Value::Array(errors));
+        }
+        json
+    }
+
+    /// The keys that were invalid and run on their defaults
+    /// ([`crate::config::parse_lenient`]), for the stats page.
+    pub fn note_config_errors(&mut self, errors: Vec<crate::config::ConfigError>) {
+        self.config_errors = errors;
     }
 }
 

@@ -73,10 +73,11 @@ struct StatsJson {
 
 impl DurableObject for PopAggregator {
     fn new(state: State, env: Env) -> Self {
-        // Same vars as the Worker; a configuration the Worker rejects leaves
-        // the aggregator on its defaults (the Worker pushes nothing then).
-        let params = config::parse(&read_vars(&env))
-            .map(|p| p.pop.aggregate)
+        // Same vars as the Worker, read the same lenient way; a
+        // configuration the Worker rejects leaves the aggregator on its
+        // defaults (the Worker pushes nothing then).
+        let params = config::parse_lenient(&read_vars(&env))
+            .map(|(p, _)| p.pop.aggregate)
             .unwrap_or_else(|_| config::defaults().pop.aggregate);
         Self {
             state,
