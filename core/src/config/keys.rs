@@ -43,7 +43,7 @@ pub enum Range {
 /// Every key this module reads, each declared once.
 #[rustfmt::skip]
 pub const KEYS: &[Key] = &[
-    Key { name: "HEDGE_ORIGINS", default: "required", range: Range::Text, meaning: "JSON array of origins: [{\"name\", \"url\", \"zone\"?}]; the first is the primary, the second the hedge target (the primary itself when there is one)" },
+    Key { name: "HEDGE_ORIGINS", default: "required", range: Range::Text, meaning: "JSON array of origins: [{\"name\", \"url\", \"zone\"?}]; each request's primary is drawn among the healthy ones by recent latency (HEDGE_PRIMARY; the first healthy one with ordered or the fixed-quantile policy); a hedge goes to another, preferring another zone (the primary itself, on a new request, when there is only one)" },
     Key { name: "HEDGE_MODE", default: "adaptive", range: Range::Text, meaning: "adaptive | static | off | retry (classic timeout + one retry, for comparison)" },
     Key { name: "HEDGE_POLICY", default: "tail-aware", range: Range::Text, meaning: "tail-aware: primaries by latency (HEDGE_PRIMARY), stalled origins hedged at once and avoided, a fast failure retried on a peer even when its own origin's budget is cut | fixed-quantile: the previous policy (first-in-order primary, hedge at the quantile only), kept for comparison" },
     Key { name: "HEDGE_PRIMARY", default: "latency", range: Range::Text, meaning: "tail-aware policy: latency (primaries drawn by recent latency and failure share, every origin keeping a probe share) | ordered (the first healthy origin in HEDGE_ORIGINS order, e.g. to keep one origin's cache warm)" },
