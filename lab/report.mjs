@@ -18,9 +18,12 @@ const COLORS = ["#888888", "#1f77b4", "#ff7f0e", "#d62728", "#2ca02c", "#9467bd"
 
 /** An SVG percentile plot: x = nines (p50 .. p99.99) on a log scale, y = latency (log). */
 export function percentileSvg(series, title) {
-  const W = 1000;
   const H = 520;
-  const m = { left: 70, right: 290, top: 40, bottom: 60 };
+  // The legend sits right of the plot: wide enough for the longest name at
+  // about 7 px a character (12 px sans-serif).
+  const longest = Math.max(0, ...series.map((s) => String(s.name).length));
+  const m = { left: 80, right: Math.max(290, 60 + Math.ceil(longest * 7)), top: 40, bottom: 60 };
+  const W = 710 + m.right; // the plot keeps its width whatever the legend needs
   const xMax = 4; // 99.99%
   const nines = (f) => -Math.log10(Math.max(1 - f, 1e-4));
   const all = series.flatMap((s) => s.points.map((p) => p[0])).filter((v) => v > 0);
@@ -48,6 +51,8 @@ export function percentileSvg(series, title) {
     }
   }
   out.push(`<text x="${m.left + 120}" y="${H - 15}">percentile (log scale of nines)</text>`);
+  const midY = (m.top + H - m.bottom) / 2;
+  out.push(`<text x="18" y="${midY}" transform="rotate(-90 18 ${midY})" text-anchor="middle">latency, ms (log scale)</text>`);
   series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length];
     const pts = s.points.filter(([, f]) => f < 0.99995).map(([v, f]) => `${X(f).toFixed(1)},${Y(v).toFixed(1)}`);

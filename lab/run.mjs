@@ -369,9 +369,20 @@ async function startJsPassthrough(originUrl) {
   return { url, dispose: () => mf.dispose() };
 }
 
+/** What the report's columns and words mean, printed once above the tables. */
+export const REPORT_LEGEND = [
+  "How to read this report. Latencies are what the load generator saw, in ms, over every request of the run (p99.9: the slowest 1 in 1,000).",
+  "- extra origin req %: origin requests beyond one per client request (hedges, retries), as a share of client requests.",
+  "- hedge rate %: requests that got a hedge; hedge wins %: of the races where a hedge went out, the share the hedge's answer won.",
+  "- aborted at origin: legs the Worker cut short that the origin saw closed; wasted origin work %: origin time spent on those.",
+  "- errors: client requests answered 5xx or not at all.",
+  "- The Worker's words for its slowest responses come from its Server-Timing header: hedge:delay / hedge:stall / hedge:failure (a hedge went out, and why); skip:X (no hedge, because X: off = hedging off, budget = the hedge budget was empty, isolate-busy, not-paying, no-target, primary-erroring); unhedged, before the delay (it was slow but answered before its hedge delay).",
+  "- Oracle bound: the best p99 any policy could reach with the same extra load, by hedging exactly the requests that would be slowest (computed from the origins' latency model; it leaves out the Worker's own time).",
+].join("\n");
+
 function writeReports(out, reports, overhead, pop = null) {
   mkdirSync(out, { recursive: true });
-  const md = [];
+  const md = [REPORT_LEGEND, ""];
   for (const r of reports) {
     md.push(`## ${r.scenario}: ${r.description}`, "", `${r.rate} rps for ${r.seconds} s per configuration (after ${r.warmup} s warm-up), seed ${r.seed}.`, "");
     md.push(markdownTable(r.rows), "");

@@ -90,3 +90,37 @@ test("with an Analytics Engine dataset bound, requests are served as before", as
     assert.equal(await res.text(), `a:/ae/${i}`);
   }
 });
+
+test("an unreachable origin is logged with its name, its URL and the runtime's words; the client's body has neither URL nor words", async () => {
+  const { closedPort } = await import("./support/origin.mjs");
+  const deadUrl = `http://127.0.0.1:${await closedPort()}`;
+  const lines = [];
+  let wake = () => {};
+  const collect = (stream) => {
+    let buf = "";
+    stream.on("data", (d) => {
+      buf += d;
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        lines.push(buf.slice(0, nl));
+        buf = buf.slice(nl + 1);
+        wake();
+      }
+    });
+  };
+  const w = await worker(
+    { HEDGE_ORIGINS: [{ name: "dead", url: deadUrl }], HEDGE_MODE: "off" },
+    { handleRuntimeStdio: (stdout, stderr) => (collect(stdout), collect(stderr)) },
+  );
+  const res = await w.fetch("/down", { headers: { "x-request-id": "unreachable-log-1" } });
+  const body = await res.text();
+  assert.equal(res.status, 502);
+  assert.doesNotMatch(body, new RegExp(deadUrl.replace(/[.:/]/g, "\\$&")));
+  const find = () => lines.map((l) => l.slice(l.indexOf("{"))).find((l) => l.includes('"unreachable-log-1"'));
+  const deadline = Date.now() + 10_000;
+  while (!find() && Date.now() < deadline) await new Promise((r) => ((wake = r), setTimeout(r, 500)));
+  const line = JSON.parse(find());
+  assert.equal(line.legs[0].origin, "dead");
+  assert.equal(line.legs[0].url, deadUrl);
+  assert.ok(line.legs[0].error, "the runtime's words are in the log line");
+});

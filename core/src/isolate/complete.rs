@@ -116,18 +116,19 @@ pub(super) fn server_timing(
     parts.join(", ")
 }
 
-/// One leg as a log line and in a public error body (`error` is dropped
-/// there with [`public_leg`]).
+/// One leg as a log line and in a public error body (`error` and `url` are
+/// dropped there with [`public_leg`]).
 fn leg_line(params: &Params, leg: Leg, record: &LegRecord, now_ms: f64) -> LegLine {
+    let origin = params.origins.get(record.origin);
     LegLine {
         leg: leg.as_str(),
-        origin: params
-            .origins
-            .get(record.origin)
-            .map_or_else(String::new, |o| o.name.clone()),
+        origin: origin.map_or_else(String::new, |o| o.name.clone()),
         status: record.status,
         failure: record.failure_kind(),
         error: record.error.clone(),
+        url: origin
+            .filter(|_| record.error.is_some())
+            .map(|o| o.base_url.clone()),
         elapsed_ms: record.elapsed_ms(now_ms),
         aborted: record.aborted,
     }
@@ -136,6 +137,7 @@ fn leg_line(params: &Params, leg: Leg, record: &LegRecord, now_ms: f64) -> LegLi
 /// A leg for a public body: the runtime's text stays in the logs.
 pub fn public_leg(mut line: LegLine) -> LegLine {
     line.error = None;
+    line.url = None;
     line
 }
 

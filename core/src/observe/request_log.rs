@@ -53,6 +53,10 @@ pub struct LegLine {
     /// The runtime's error text (logs only: it can carry an origin's URL).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The origin's configured URL, when the leg failed without an answer
+    /// (logs only, so an unreachable origin can be told apart at a glance).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     /// Milliseconds to its response headers (or until cut short).
     pub elapsed_ms: Option<f64>,
     /// Cut short (lost the race or timed out).
