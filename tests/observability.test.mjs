@@ -7,6 +7,36 @@ import { origin, worker } from "./support/harness.mjs";
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
+/**
+ * Collects the Worker's stdout and stderr line by line; `lineFor(id)` waits
+ * (up to 10 s) for the JSON log line of the request with that id.
+ */
+function captureLogs() {
+  const lines = [];
+  let wake = () => {};
+  const collect = (stream) => {
+    let buf = "";
+    stream.on("data", (d) => {
+      buf += d;
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        lines.push(buf.slice(0, nl));
+        buf = buf.slice(nl + 1);
+        wake();
+      }
+    });
+  };
+  const find = (id) => lines.map((l) => l.slice(l.indexOf("{"))).find((l) => l.includes(`"${id}"`));
+  return {
+    handleRuntimeStdio: (stdout, stderr) => (collect(stdout), collect(stderr)),
+    async lineFor(id) {
+      const deadline = Date.now() + 10_000;
+      while (!find(id) && Date.now() < deadline) await new Promise((r) => ((wake = r), setTimeout(r, 500)));
+      return JSON.parse(find(id));
+    },
+  };
+}
+
 async function hedgedPair(headers) {
   // The primary's first answer takes 2 s, far past the 20 ms static hedge delay.
   let n = 0;
@@ -43,30 +73,14 @@ test("without a valid traceparent the legs share a new, unsampled trace", async 
 
 test("HEDGE_LOG_LEVEL=info writes one JSON line per request with what each leg did", async () => {
   const a = await origin("a", () => ({ delayMs: 1 }));
-  const lines = [];
-  let wake = () => {};
-  const collect = (stream) => {
-    let buf = "";
-    stream.on("data", (d) => {
-      buf += d;
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        lines.push(buf.slice(0, nl));
-        buf = buf.slice(nl + 1);
-        wake();
-      }
-    });
-  };
+  const logs = captureLogs();
   const w = await worker(
     { HEDGE_ORIGINS: origins(a), HEDGE_LOG_LEVEL: "info" },
-    { handleRuntimeStdio: (stdout, stderr) => (collect(stdout), collect(stderr)) },
+    { handleRuntimeStdio: logs.handleRuntimeStdio },
   );
   const res = await w.fetch("/logged/path", { headers: { "x-request-id": "log-test-request-1" } });
   await res.text();
-  const find = () => lines.map((l) => l.slice(l.indexOf("{"))).find((l) => l.includes('"log-test-request-1"'));
-  const deadline = Date.now() + 10_000;
-  while (!find() && Date.now() < deadline) await new Promise((r) => ((wake = r), setTimeout(r, 500)));
-  const line = JSON.parse(find());
+  const line = await logs.lineFor("log-test-request-1");
   assert.equal(line.level, "info");
   assert.equal(line.status, 200);
   assert.equal(line.route, "/logged");
@@ -94,32 +108,16 @@ test("with an Analytics Engine dataset bound, requests are served as before", as
 test("an unreachable origin is logged with its name, its URL and the runtime's words; the client's body has neither URL nor words", async () => {
   const { closedPort } = await import("./support/origin.mjs");
   const deadUrl = `http://127.0.0.1:${await closedPort()}`;
-  const lines = [];
-  let wake = () => {};
-  const collect = (stream) => {
-    let buf = "";
-    stream.on("data", (d) => {
-      buf += d;
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        lines.push(buf.slice(0, nl));
-        buf = buf.slice(nl + 1);
-        wake();
-      }
-    });
-  };
+  const logs = captureLogs();
   const w = await worker(
     { HEDGE_ORIGINS: [{ name: "dead", url: deadUrl }], HEDGE_MODE: "off" },
-    { handleRuntimeStdio: (stdout, stderr) => (collect(stdout), collect(stderr)) },
+    { handleRuntimeStdio: logs.handleRuntimeStdio },
   );
   const res = await w.fetch("/down", { headers: { "x-request-id": "unreachable-log-1" } });
   const body = await res.text();
   assert.equal(res.status, 502);
   assert.doesNotMatch(body, new RegExp(deadUrl.replace(/[.:/]/g, "\\$&")));
-  const find = () => lines.map((l) => l.slice(l.indexOf("{"))).find((l) => l.includes('"unreachable-log-1"'));
-  const deadline = Date.now() + 10_000;
-  while (!find() && Date.now() < deadline) await new Promise((r) => ((wake = r), setTimeout(r, 500)));
-  const line = JSON.parse(find());
+  const line = await logs.lineFor("unreachable-log-1");
   assert.equal(line.legs[0].origin, "dead");
   assert.equal(line.legs[0].url, deadUrl);
   assert.ok(line.legs[0].error, "the runtime's words are in the log line");

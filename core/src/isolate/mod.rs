@@ -406,22 +406,14 @@ impl Isolate {
     /// What the stats page shows at `now_ms`.
     pub fn stats(&mut self, wasm_memory_bytes: f64, now_ms: f64) -> serde_json::Value {
         let params = &self.params;
-        let mut json = stats::stats(
+        stats::stats(
             params,
             &mut self.hedger,
             &self.held_bodies,
+            &self.config_errors,
             wasm_memory_bytes,
             now_ms,
-        );
-        if let Some(map) = json.as_object_mut() {
-            let errors = self
-                .config_errors
-                .iter()
-                .map(|e| serde_json::json!({ "key": e.key, "reason": e.reason }))
-                .collect();
-            map.insert("config_errors".into(), serde_json::Value::Array(errors));
-        }
-        json
+        )
     }
 
     /// The keys that were invalid and run on their defaults

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::admission::payoff::CAUSES;
 
 use crate::admission::health::BudgetLevel;
-use crate::config::Params;
+use crate::config::{ConfigError, Params};
 use crate::estimation::delay_plan::RouteDelay;
 use crate::observe::route_stats::RouteCounters;
 use crate::race::Hedger;
@@ -32,6 +32,14 @@ struct StatsJson<'a> {
     untracked_routes: CountersJson,
     pop: PopJson,
     isolate: IsolateJson,
+    /// Keys that were invalid and run on their defaults.
+    config_errors: Vec<ConfigErrorJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct ConfigErrorJson<'a> {
+    key: &'a str,
+    reason: &'a str,
 }
 
 /// The isolate's own load: how late its event loop runs, and what the
@@ -180,11 +188,13 @@ fn payoff(h: &Hedger, origin: usize) -> BTreeMap<&'static str, PayoffJson> {
 }
 
 /// The stats of the isolate whose races `h` decides at `now_ms`; `held`
-/// is its held request bodies, `wasm_memory_bytes` its linear memory.
+/// is its held request bodies, `config_errors` the keys running on their
+/// defaults, `wasm_memory_bytes` its linear memory.
 pub(super) fn stats(
     params: &Params,
     h: &mut Hedger,
     held: &HeldBodies,
+    config_errors: &[ConfigError],
     wasm_memory_bytes: f64,
     now_ms: f64,
 ) -> serde_json::Value {
@@ -269,6 +279,13 @@ pub(super) fn stats(
             third_attempts: h.third.sent,
             third_attempts_refused: h.third.refused,
         },
+        config_errors: config_errors
+            .iter()
+            .map(|e| ConfigErrorJson {
+                key: &e.key,
+                reason: &e.reason,
+            })
+            .collect(),
     };
     serde_json::to_value(&json).unwrap_or_default()
 }

@@ -417,14 +417,20 @@ fn a_slow_double_failure_and_a_request_that_may_not_be_hedged_get_no_third() {
     );
 }
 
-#[test]
-fn a_busy_isolate_keeps_hedging_while_its_hedges_win() {
-    let mut h = hedger(&[
+/// The adaptive mode with a 100 ms cold delay, a 5 ms busy level and no
+/// stall checks (each race's one timer is its hedge delay).
+fn busy_rule_hedger() -> Hedger {
+    hedger(&[
         ("HEDGE_MODE", "adaptive"),
         ("HEDGE_COLD_DELAY_MS", "100"),
         ("HEDGE_ISOLATE_BUSY_LAG_MS", "5"),
         ("HEDGE_STALL_FACTOR", "0"),
-    ]);
+    ])
+}
+
+#[test]
+fn a_busy_isolate_keeps_hedging_while_its_hedges_win() {
+    let mut h = busy_rule_hedger();
     // Every hedge wins (the delays are the origin's): first with timers on
     // time, then 30 ms late.
     let mut t = 0.0;
@@ -447,12 +453,7 @@ fn a_busy_isolate_keeps_hedging_while_its_hedges_win() {
 
 #[test]
 fn a_busy_isolate_sends_no_hedge_for_a_slow_primary_but_retries_a_failure() {
-    let mut h = hedger(&[
-        ("HEDGE_MODE", "adaptive"),
-        ("HEDGE_COLD_DELAY_MS", "100"),
-        ("HEDGE_ISOLATE_BUSY_LAG_MS", "5"),
-        ("HEDGE_STALL_FACTOR", "0"),
-    ]);
+    let mut h = busy_rule_hedger();
     // Timers firing 30 ms late, over and over; the hedges that go out lose
     // (enough of them for each origin's primaries to tell).
     let mut t = 0.0;
