@@ -16,6 +16,8 @@ log "test: cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --quiet --workspace --all-targets -- -D warnings
 log "test: native unit tests (cargo test --workspace)"
 cargo test --quiet --workspace
+log "test: generated figures in docs/ are current (scripts/docs-figures.py --check)"
+python3 scripts/docs-figures.py --check
 bash scripts/build.sh
 for env in "" staging production; do
   log "test: wrangler deploy --dry-run ${env:+--env $env}"

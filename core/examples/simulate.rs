@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use hedgehog_core::sim::{
-    markdown_table, oracle_bound, run, scenario, Configuration, IsolateCpu, Row, SimParams,
-    Timeline, SCENARIO_NAMES,
+    markdown_table, oracle_bound, run, scenario, summary_table, Configuration, IsolateCpu, Row,
+    SimParams, SummaryLine, Timeline, SCENARIO_NAMES,
 };
 
 fn configurations() -> Vec<Configuration> {
@@ -127,6 +127,7 @@ fn main() {
     let mut json = Vec::new();
     let started = Instant::now();
     let mut simulated = 0u64;
+    let mut summary = Vec::new();
     for name in names {
         let Some(scenario) = scenario(name) else {
             eprintln!(
@@ -244,6 +245,18 @@ fn main() {
                 "\nOracle bound at the default's extra load ({:.1}%, hedge at {:.1} ms): p99 {:.1} ms, p99.9 {:.1} ms.\n\n",
                 d.extra_pct, o.delay_ms, o.p99, o.p999
             ));
+            let named = |part: &str| rows.iter().find(|r| r.name.contains(part)).cloned();
+            if let (Some(pass_through), Some(fixed)) =
+                (named("hedging off"), named("fixed-quantile"))
+            {
+                summary.push(SummaryLine {
+                    scenario: name.to_string(),
+                    pass_through,
+                    fixed,
+                    default: d.clone(),
+                    oracle: o,
+                });
+            }
         }
         if let Some(episode) = params
             .scenario
@@ -263,6 +276,11 @@ fn main() {
             "seed": params.seed,
             "rows": rows.iter().map(Row::to_json).collect::<Vec<_>>(),
         }));
+    }
+    if summary.len() > 1 {
+        // Deterministic for a seed (no timings): docs/lab.md keeps it and
+        // scripts/docs-figures.py checks that it is still what the code gives.
+        report.push_str(&format!("### Summary\n\n{}\n", summary_table(&summary)));
     }
     let secs = started.elapsed().as_secs_f64();
     report.push_str(&format!(

@@ -25,7 +25,9 @@ mod timeline;
 pub use engine::{run, Configuration, RunResult, SimParams};
 pub use isolate_cpu::IsolateCpu;
 pub use origin::{Episode, LatencyModel, OriginSpec, StallSpec};
-pub use report::{markdown_table, oracle_bound, percentile, OracleBound, Row};
+pub use report::{
+    markdown_table, oracle_bound, percentile, summary_table, OracleBound, Row, SummaryLine,
+};
 pub use rng::Rng;
 pub use scenario::{scenario, Scenario, SCENARIO_NAMES};
 pub use timeline::{Block, Timeline};

@@ -165,6 +165,49 @@ pub fn markdown_table(rows: &[Row]) -> String {
     out
 }
 
+/// One scenario's line of the summary: the pass-through, the previous
+/// default (fixed p95), the default and the oracle at the default's load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryLine {
+    /// Scenario name.
+    pub scenario: String,
+    /// The pass-through's row.
+    pub pass_through: Row,
+    /// The fixed-quantile p95 row.
+    pub fixed: Row,
+    /// The default's row.
+    pub default: Row,
+    /// The oracle at the default's extra load.
+    pub oracle: OracleBound,
+}
+
+/// The scenarios side by side (the table docs/lab.md keeps, generated).
+pub fn summary_table(lines: &[SummaryLine]) -> String {
+    let errors = |r: &Row| {
+        if r.errors > 0 {
+            format!(", {} errors", r.errors)
+        } else {
+            String::new()
+        }
+    };
+    let mut out = String::from(
+        "| scenario | pass-through p50 / p99 / p99.9 | fixed p95 (previous default) p50 / p99 / p99.9, extra | tail-aware (default) p50 / p99 / p99.9, extra, wasted work | oracle at the default's extra p99 / p99.9 | default p99 ÷ pass-through |\n|---|---|---|---|---|---|\n",
+    );
+    for l in lines {
+        let (p, f, d) = (&l.pass_through, &l.fixed, &l.default);
+        out.push_str(&format!(
+            "| {} | {:.1} / {:.1} / {:.1}{} | {:.1} / {:.1} / {:.1}, {:.1}%{} | {:.1} / {:.1} / {:.1}, {:.1}%, {:.1}%{} | {:.1} / {:.1} | {:.2} |\n",
+            l.scenario,
+            p.p50, p.p99, p.p999, errors(p),
+            f.p50, f.p99, f.p999, f.extra_pct, errors(f),
+            d.p50, d.p99, d.p999, d.extra_pct, d.wasted_pct, errors(d),
+            l.oracle.p99, l.oracle.p999,
+            d.p99 / p.p99,
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
