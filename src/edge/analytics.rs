@@ -20,11 +20,15 @@ pub(crate) fn dataset(env: &Env) -> Option<AnalyticsEngineDataset> {
 
 /// Writes one data point for a finished request.
 pub(crate) fn write(dataset: &AnalyticsEngineDataset, line: &RequestLine) {
-    let origin = line
-        .legs
-        .iter()
-        .find(|l| l.leg == line.answered_by)
-        .map_or("", |l| l.origin.as_str());
+    // `answered_by` is the x-hedge value: the hedge's answer for "hedge";
+    // the primary's for "none" and "primary"; for "failed", the first leg
+    // whose origin answered at all (its answer went to the client).
+    let leg = match line.answered_by.as_str() {
+        "hedge" => line.legs.iter().find(|l| l.leg == "hedge"),
+        "failed" => line.legs.iter().find(|l| l.status.is_some()),
+        _ => line.legs.iter().find(|l| l.leg == "primary"),
+    };
+    let origin = leg.map_or("", |l| l.origin.as_str());
     let point = AnalyticsEngineDataPointBuilder::new()
         .indexes([line.route.as_str()])
         .blobs([

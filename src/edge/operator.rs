@@ -1,0 +1,102 @@
+//! The operator's pages beside the proxy, behind one bearer token and
+//! served only when a token is configured: the stats (this isolate, JSON)
+//! and the metrics (OpenMetrics or Prometheus text; this isolate, or the
+//! PoP from its aggregator with `?scope=pop`).
+
+use std::rc::Rc;
+
+use futures::future::LocalBoxFuture;
+use futures::FutureExt;
+
+use worker::js_sys::{ArrayBuffer, WebAssembly};
+use worker::wasm_bindgen::JsCast;
+use worker::{web_sys, Env, Method};
+
+use super::clock::now_ms;
+use super::env_vars::POP_BINDING;
+use super::isolate::Shared;
+use super::pop::client::ask;
+use super::pop::colo;
+use super::reply;
+use hedgehog_core::config::OperatorPage;
+use hedgehog_core::observe::exposition::Format;
+use hedgehog_core::observe::route_stats::bearer_matches;
+
+fn wasm_memory_bytes() -> f64 {
+    worker::wasm_bindgen::memory()
+        .dyn_into::<WebAssembly::Memory>()
+        .ok()
+        .and_then(|m| m.buffer().dyn_into::<ArrayBuffer>().ok())
+        .map_or(0.0, |b| f64::from(b.byte_length()))
+}
+
+/// The answer to a request for `page`, as a boxed future made out of line:
+/// inlined, its states (the PoP's exchange) would grow the proxy's own.
+#[inline(never)]
+pub(crate) fn respond<'a>(
+    page: OperatorPage,
+    shared: &'a Shared,
+    env: &'a Env,
+    req: &'a web_sys::Request,
+    request_id: &'a str,
+) -> LocalBoxFuture<'a, worker::Result<web_sys::Response>> {
+    respond_to(page, shared, env, req, request_id).boxed_local()
+}
+
+async fn respond_to(
+    page: OperatorPage,
+    shared: &Shared,
+    env: &Env,
+    req: &web_sys::Request,
+    request_id: &str,
+) -> worker::Result<web_sys::Response> {
+    let headers = req.headers();
+    let header = |name: &str| headers.get(name).ok().flatten();
+    let params = Rc::clone(shared.borrow().params());
+    let Some(token) = params.stats.token.as_ref() else {
+        return reply::internal_error(request_id);
+    };
+    if !bearer_matches(header("authorization").as_deref(), token.expose()) {
+        return reply::unauthorized(request_id);
+    }
+    if req.method() != "GET" {
+        return reply::method_not_allowed("GET", request_id);
+    }
+    match page {
+        OperatorPage::Stats => {
+            let body = shared.borrow_mut().stats(wasm_memory_bytes(), now_ms());
+            reply::json_response(200, &body, &[("cache-control", "no-store")])
+        }
+        OperatorPage::Metrics { pop: false } => {
+            let format = Format::from_accept(header("accept").as_deref());
+            let text = shared.borrow_mut().metrics_text(format, now_ms());
+            reply::text_response(200, &text, format.content_type())
+        }
+        OperatorPage::Metrics { pop: true } => {
+            let format = Format::from_accept(header("accept").as_deref());
+            let name = colo(req).unwrap_or_else(|| params.pop.fallback_name.clone());
+            match pop_metrics(env, &name, format).await {
+                Ok(text) => reply::text_response(200, &text, format.content_type()),
+                Err(message) => {
+                    worker::console_warn!("hedgehog-edge: PoP metrics: {message}");
+                    reply::simple_error(503, "pop_metrics_unavailable", "the PoP aggregator did not answer (is POP_AGGREGATOR bound?); the isolate's own metrics are at this path without ?scope=pop", request_id)
+                }
+            }
+        }
+    }
+}
+
+/// The PoP-scope metrics text, from the aggregator named `name`.
+async fn pop_metrics(env: &Env, name: &str, format: Format) -> Result<String, String> {
+    let namespace = (env.durable_object(POP_BINDING)).map_err(|e| format!("no binding: {e}"))?;
+    let accept = match format {
+        Format::OpenMetrics => "application/openmetrics-text",
+        Format::Prometheus => "text/plain",
+    };
+    let (status, bytes) = ask(&namespace, name, Method::Get, "metrics", None, Some(accept)).await?;
+    let text = String::from_utf8(bytes).map_err(|e| format!("not text: {e}"))?;
+    if status != 200 {
+        return Err(format!("status {status}: {}", &text[..text.len().min(300)]));
+    }
+    Ok(text)
+}

@@ -1,0 +1,101 @@
+// The Analytics Engine queries in docs/analytics.md read only columns the
+// Worker writes, with the meaning the page gives them: the Worker runs with
+// an ANALYTICS binding that logs each data point, and every blobN / doubleN /
+// indexN a query names is checked against the points written.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { Miniflare } from "miniflare";
+import { origins, workerOptions } from "./support/worker.mjs";
+import { origin } from "./support/harness.mjs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const doc = readFileSync(path.join(root, "docs/analytics.md"), "utf8");
+const queries = [...doc.matchAll(/```sql\n-- query: ([\w-]+)\n([\s\S]*?)```/g)].map((m) => ({ name: m[1], sql: m[2] }));
+
+// A stand-in dataset: the class name is the one workers-rs checks for.
+const CAPTURE = `class AnalyticsEngineDataset {
+  writeDataPoint(point) { console.log("AEPOINT " + JSON.stringify(point)); }
+}
+export default function () { return new AnalyticsEngineDataset(); }`;
+
+test("every column the documented queries read is written, with its documented meaning", async () => {
+  assert.ok(queries.length >= 4, `queries found: ${queries.map((q) => q.name)}`);
+  // The first request's primary hangs past the 50 ms delay: a hedge wins.
+  let n = 0;
+  const a = await origin("a", () => ({ delayMs: n++ === 0 ? 1_000 : 2 }));
+  const b = await origin("b", () => ({ delayMs: 2 }));
+  const lines = [];
+  const collect = (stream) => {
+    let buf = "";
+    stream.on("data", (d) => {
+      buf += d;
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        lines.push(buf.slice(0, nl));
+        buf = buf.slice(nl + 1);
+      }
+    });
+  };
+  const mf = new Miniflare({
+    handleRuntimeStdio: (stdout, stderr) => (collect(stdout), collect(stderr)),
+    workers: [
+      {
+        ...workerOptions({
+          HEDGE_ORIGINS: JSON.stringify(origins(a, b)),
+          HEDGE_MODE: "static",
+          HEDGE_STATIC_DELAY_MS: "50",
+          HEDGE_BUDGET_FLOOR_PER_SEC: "1000",
+          HEDGE_PRIMARY: "ordered",
+          HEDGE_CACHE: "false",
+        }),
+        name: "edge",
+        wrappedBindings: { ANALYTICS: "analytics-capture" },
+      },
+      { name: "analytics-capture", modules: true, script: CAPTURE },
+    ],
+  });
+  let points;
+  try {
+    await mf.ready;
+    const edge = await mf.getWorker("edge");
+    const first = await edge.fetch("http://edge.test/api/1");
+    await first.arrayBuffer();
+    assert.equal(first.headers.get("x-hedge"), "hedge");
+    for (let i = 2; i <= 4; i++) await (await edge.fetch(`http://edge.test/api/${i}`)).arrayBuffer();
+    const deadline = Date.now() + 10_000;
+    const written = () => lines.filter((l) => l.includes("AEPOINT ")).map((l) => JSON.parse(l.slice(l.indexOf("AEPOINT ") + 8)));
+    while (written().length < 4 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    points = written();
+  } finally {
+    await mf.dispose();
+  }
+  assert.equal(points.length, 4, "one data point per proxied request");
+  // Analytics Engine's columns: blobN / doubleN / indexN are 1-based positions.
+  const column = (p, name) => {
+    const [, kind, k] = name.match(/^(blob|double|index)(\d+)$/);
+    const list = { blob: p.blobs, double: p.doubles, index: p.indexes }[kind] ?? [];
+    return list[Number(k) - 1];
+  };
+  for (const q of queries) {
+    for (const name of new Set(q.sql.match(/\b(blob|double|index)\d+\b/g))) {
+      assert.ok(points.every((p) => column(p, name) !== undefined), `${q.name} reads ${name}, which the Worker does not write`);
+    }
+  }
+  // The meanings the page gives.
+  const hedged = points.find((p) => column(p, "blob3") === "hedge");
+  assert.ok(hedged, JSON.stringify(points));
+  assert.equal(column(hedged, "blob1"), "b", "blob1: the origin whose answer the client got");
+  assert.equal(column(hedged, "blob2"), "/api");
+  assert.equal(column(hedged, "index1"), "/api");
+  assert.equal(column(hedged, "blob4"), "static");
+  assert.ok(column(hedged, "double1") >= 50, "double1: the client's latency, ms");
+  assert.equal(column(hedged, "double2"), 50, "double2: the hedge delay, ms");
+  assert.equal(column(hedged, "double3"), 200);
+  assert.equal(column(hedged, "double4"), 1);
+  const plain = points.filter((p) => column(p, "blob3") === "none");
+  assert.equal(plain.length, 3);
+  assert.ok(plain.every((p) => column(p, "double4") === 0 && column(p, "blob1") === "a"), JSON.stringify(plain));
+});
