@@ -246,6 +246,11 @@ export async function runOverhead({ seconds, rounds = 3, concurrency = 32, warmu
     { name: "minimal workers-rs pass-through", start: () => startRustPassthrough(origins[0].url) },
     { name: "hedgehog-edge, hedging off", start: () => startWorker({ HEDGE_ORIGINS: origins, HEDGE_MODE: "off" }) },
     { name: "hedgehog-edge, default (tail-aware) hedging", start: () => startWorker({ HEDGE_ORIGINS: origins }) },
+    // Hedging off through a route policy must cost what HEDGE_MODE=off costs.
+    {
+      name: "hedgehog-edge, hedging off by a route policy (HEDGE_ROUTES)",
+      start: () => startWorker({ HEDGE_ORIGINS: origins, HEDGE_ROUTES: JSON.stringify([{ prefix: "/", mode: "off" }]) }),
+    },
     // Every request hedged at once (and the loser aborted): its CPU above
     // "hedging off" is what a leg costs the isolate (the simulator's isolate
     // model is calibrated on it).

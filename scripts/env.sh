@@ -14,3 +14,6 @@ if [ -x "$NODE22_BIN/node" ]; then
   export PATH="$NODE22_BIN:$PATH"
 fi
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# Python with prometheus-client (its parsers validate the metrics in the tests).
+PYENV_DIR="$TOOLS_DIR/python-metrics"
+PROMETHEUS_CLIENT_VERSION="0.21.1"

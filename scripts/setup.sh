@@ -55,4 +55,23 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   npm ci --no-audit --no-fund --loglevel=error
   echo "$want" >"$stamp"
 fi
+# The metrics tests parse the Worker's output with the Prometheus Python
+# client's own parsers (text 0.0.4 and OpenMetrics), not string matching.
+if [ "$("$PYENV_DIR/bin/pip" show prometheus-client 2>/dev/null | awk '/^Version:/ {print $2}')" != "$PROMETHEUS_CLIENT_VERSION" ]; then
+  step "installing prometheus-client $PROMETHEUS_CLIENT_VERSION into $PYENV_DIR"
+  python3 -m venv "$PYENV_DIR"
+  "$PYENV_DIR/bin/pip" install --quiet --disable-pip-version-check "prometheus-client==$PROMETHEUS_CLIENT_VERSION"
+fi
+# The dashboard's test drives a real headless Chromium (Debian's package).
+if ! command -v chromium >/dev/null 2>&1; then
+  as_root=""
+  [ "$(id -u)" -eq 0 ] || as_root="sudo"
+  if [ -n "$as_root" ] && ! command -v sudo >/dev/null 2>&1; then
+    echo "setup: chromium is missing and installing it needs root: apt-get install chromium" >&2
+    exit 1
+  fi
+  step "installing chromium (apt) for the dashboard's browser test"
+  $as_root apt-get install -y -q chromium >/dev/null 2>&1 \
+    || { $as_root apt-get update -q >/dev/null && $as_root apt-get install -y -q chromium >/dev/null; }
+fi
 step "ready: $(node --version), worker-build $WORKER_BUILD_VERSION, wasm-bindgen $WASM_BINDGEN_VERSION"

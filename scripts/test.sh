@@ -18,6 +18,8 @@ log "test: native unit tests (cargo test --workspace)"
 cargo test --quiet --workspace
 log "test: generated figures in docs/ are current (scripts/docs-figures.py --check)"
 python3 scripts/docs-figures.py --check
+log "test: the dashboard page is built from its sources (scripts/build-dashboard.mjs --check)"
+node scripts/build-dashboard.mjs --check
 bash scripts/build.sh
 for env in "" staging production; do
   log "test: wrangler deploy --dry-run ${env:+--env $env}"

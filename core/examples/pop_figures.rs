@@ -113,6 +113,7 @@ fn main() {
             hedge_fraction: 0.05,
             eligible: 1_000,
             origins: vec![],
+            probes: Vec::new(),
         };
         let mut pushes = 0;
         let requests = (rate * 60.0) as u64;
@@ -150,6 +151,7 @@ fn main() {
                 &sketch,
             )],
             origins: vec![],
+            metrics: None,
         };
         let (_, touched) = pop.apply(&push, 0, 1_000.0);
         for key in touched {

@@ -55,6 +55,7 @@ proptest! {
             hedges: 0,
             keys: vec![KeyDelta::new("a", "/r", &whole)],
             origins: vec![],
+            metrics: None,
         }.encode()).expect("valid push");
         prop_assert_eq!(decoded.keys[0].sketch(), whole);
     }
@@ -127,6 +128,7 @@ proptest! {
             hedges: 1,
             keys: vec![KeyDelta::new("a", "/r", &sketch)],
             origins: vec![],
+            metrics: None,
         }.encode();
         for (index, byte) in flips {
             let i = index.index(bytes.len());

@@ -7,7 +7,7 @@
 //! pipeline, [`cache`] and [`coalesce`] serve from the cache and share
 //! concurrent misses, [`leg`] sends one origin request, [`race`] runs the
 //! race, [`request_body`] reads a body that may be sent twice, [`reply`]
-//! builds responses, [`stats_page`] and [`websocket`] are the other routes;
+//! builds responses, [`operator`] (stats, metrics) and [`websocket`] are the other routes;
 //! [`clock`] (the clock and ids), [`client`] and [`env_vars`] are leaves. It works on `web_sys` types directly:
 //! the conversions into `worker::Request`/`Response` parse and copy more
 //! than a proxy needs on its hot path.
@@ -25,6 +25,7 @@ mod env_vars;
 mod fixed_length_body;
 mod isolate;
 mod leg;
+mod operator;
 mod pop;
 mod proxy;
 mod race;
@@ -32,7 +33,6 @@ mod refresh;
 mod reply;
 mod request_body;
 mod request_log;
-mod stats_page;
 mod websocket;
 
 use worker::{console_error, event, web_sys, Context, Env};
@@ -68,9 +68,8 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             message,
             request_id,
         } => reply::bad_request(message, &request_id),
-        Admit::Stats { request_id } => {
-            let authorization = header("authorization");
-            stats_page::respond(&isolate, &method, authorization.as_deref(), &request_id)
+        Admit::Operator { page, request_id } => {
+            operator::respond(page, &isolate, &env, &req, &request_id).await
         }
         Admit::WebSocket { request_id, url } => {
             websocket::pass_through(&req, &url, &request_id).await

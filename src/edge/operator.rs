@@ -1,7 +1,8 @@
-//! The operator's pages beside the proxy, behind one bearer token and
-//! served only when a token is configured: the stats (this isolate, JSON)
-//! and the metrics (OpenMetrics or Prometheus text; this isolate, or the
-//! PoP from its aggregator with `?scope=pop`).
+//! The operator's pages beside the proxy, served only when a token is
+//! configured: the stats (this isolate, JSON) and the metrics (OpenMetrics
+//! or Prometheus text; this isolate, or the PoP from its aggregator with
+//! `?scope=pop`), both behind the bearer token; and the dashboard, a page
+//! that asks for the token and reads the metrics.
 
 use std::rc::Rc;
 
@@ -21,6 +22,16 @@ use super::reply;
 use hedgehog_core::config::OperatorPage;
 use hedgehog_core::observe::exposition::Format;
 use hedgehog_core::observe::route_stats::bearer_matches;
+
+/// The dashboard: one self-contained page (uPlot and the page's script and
+/// styles inline; `node scripts/build-dashboard.mjs` writes it). It holds no
+/// data: it asks for the token and reads the metrics, so it is served
+/// without one (only where a token is configured).
+const DASHBOARD_HTML: &str = include_str!("../../dashboard/dist/dashboard.html");
+
+/// Only its own inline script and styles, requests to this origin only.
+const DASHBOARD_CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+     connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 fn wasm_memory_bytes() -> f64 {
     worker::wasm_bindgen::memory()
@@ -53,6 +64,12 @@ async fn respond_to(
     let headers = req.headers();
     let header = |name: &str| headers.get(name).ok().flatten();
     let params = Rc::clone(shared.borrow().params());
+    if page == OperatorPage::Dashboard {
+        if req.method() != "GET" {
+            return reply::method_not_allowed("GET", request_id);
+        }
+        return reply::page_response(DASHBOARD_HTML, DASHBOARD_CSP);
+    }
     let Some(token) = params.stats.token.as_ref() else {
         return reply::internal_error(request_id);
     };
@@ -72,6 +89,7 @@ async fn respond_to(
             let text = shared.borrow_mut().metrics_text(format, now_ms());
             reply::text_response(200, &text, format.content_type())
         }
+        OperatorPage::Dashboard => reply::page_response(DASHBOARD_HTML, DASHBOARD_CSP),
         OperatorPage::Metrics { pop: true } => {
             let format = Format::from_accept(header("accept").as_deref());
             let name = colo(req).unwrap_or_else(|| params.pop.fallback_name.clone());

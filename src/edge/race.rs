@@ -168,7 +168,7 @@ pub(crate) async fn run(
         Some(ms) => delay(ms).fuse(),
         None => Fuse::terminated(),
     };
-    let mut deadline = delay(params.timeout_ms).fuse();
+    let mut deadline = delay(state.plan.timeout_ms).fuse();
     // Listening for the client's disconnect costs a promise and two closures
     // (20-40 us of workerd CPU a request, measured), so a hedgeable request
     // only listens once it has outlived its hedge delay (most never do); at

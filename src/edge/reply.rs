@@ -195,7 +195,7 @@ struct SimpleErrorJson<'a> {
     request_id: &'a str,
 }
 
-/// A 401 for the stats endpoint without the right bearer token.
+/// A 401 for an operator page without the right bearer token.
 pub(crate) fn unauthorized(request_id: &str) -> worker::Result<web_sys::Response> {
     let body = SimpleErrorJson {
         error: "unauthorized",
@@ -219,7 +219,7 @@ pub(crate) fn method_not_allowed(
 ) -> worker::Result<web_sys::Response> {
     let body = SimpleErrorJson {
         error: "method_not_allowed",
-        message: "the stats endpoint answers GET only",
+        message: "the operator pages answer GET only",
         request_id,
     };
     json_response(405, &body, &[("allow", allow)])
@@ -257,7 +257,7 @@ pub(crate) fn client_gone(request_id: &str) -> worker::Result<web_sys::Response>
     )
 }
 
-fn simple_error(
+pub(crate) fn simple_error(
     status: u16,
     error: &'static str,
     message: &'static str,
@@ -269,6 +269,31 @@ fn simple_error(
         request_id,
     };
     json_response(status, &body, &[(REQUEST_ID_HEADER, request_id)])
+}
+
+/// A text body (the metrics) of `content_type`, never cached.
+pub(crate) fn text_response(
+    status: u16,
+    text: &str,
+    content_type: &str,
+) -> worker::Result<web_sys::Response> {
+    let response: web_sys::Response = Response::ok(text)?.with_status(status).into();
+    let h = response.headers();
+    h.set("content-type", content_type)?;
+    h.set("cache-control", "no-store")?;
+    Ok(response)
+}
+
+/// An HTML page with its content security policy, never framed or cached.
+pub(crate) fn page_response(html: &str, csp: &str) -> worker::Result<web_sys::Response> {
+    let response: web_sys::Response = Response::ok(html)?.into();
+    let h = response.headers();
+    h.set("content-type", "text/html; charset=utf-8")?;
+    h.set("content-security-policy", csp)?;
+    h.set("x-content-type-options", "nosniff")?;
+    h.set("referrer-policy", "no-referrer")?;
+    h.set("cache-control", "no-store")?;
+    Ok(response)
 }
 
 /// A 400 for a request the Worker cannot forward.

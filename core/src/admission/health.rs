@@ -157,6 +157,16 @@ pub struct OriginHealth {
     counts: SlidingWindow<Counts>,
     consecutive_failures: u32,
     state: State,
+    /// The PoP's active probes' latest verdict, while fresh.
+    probe: Option<ProbeSeen>,
+}
+
+/// A probe verdict as an isolate heard it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ProbeSeen {
+    up: bool,
+    at_ms: f64,
+    fresh_ms: f64,
 }
 
 // === impl OriginHealth ===
@@ -169,7 +179,38 @@ impl OriginHealth {
             counts: SlidingWindow::new(params.window, now_ms),
             consecutive_failures: 0,
             state: State::Healthy,
+            probe: None,
         }
+    }
+
+    /// The PoP's probes say the origin is `up` (or not), heard at `now_ms`
+    /// and good for `fresh_ms`. Failing probes degrade it at once (no new
+    /// primaries or hedges, and no trial while they keep failing); passing
+    /// probes after failing ones bring it back without a user request's
+    /// trial. An origin degraded by user requests while its probes pass
+    /// still recovers through a trial: a probe path can pass while real
+    /// requests fail.
+    pub fn note_probe(&mut self, up: bool, fresh_ms: f64, now_ms: f64) {
+        let was_down = self.probe_down(now_ms);
+        self.probe = Some(ProbeSeen {
+            up,
+            at_ms: now_ms,
+            fresh_ms,
+        });
+        if !up {
+            if !matches!(self.state, State::Degraded { .. }) {
+                self.state = State::Degraded { since_ms: now_ms };
+            }
+        } else if was_down {
+            self.state = State::Healthy;
+            self.consecutive_failures = 0;
+        }
+    }
+
+    /// Whether fresh probes say the origin is down.
+    pub fn probe_down(&self, now_ms: f64) -> bool {
+        self.probe
+            .is_some_and(|p| !p.up && now_ms - p.at_ms <= p.fresh_ms)
     }
 
     /// Records the outcome of a request that reached an answer or failed.
@@ -208,6 +249,9 @@ impl OriginHealth {
     /// Whether the origin may take a request now. A degraded origin past its
     /// cool-down admits exactly one trial: this call claims it.
     pub fn admit(&mut self, now_ms: f64) -> bool {
+        if self.probe_down(now_ms) {
+            return false;
+        }
         match self.state {
             State::Healthy => true,
             // A trial nobody reported on (its request vanished) is lost: try again.
@@ -296,6 +340,49 @@ mod tests {
         for _ in 0..n {
             h.record(outcome, now_ms);
         }
+    }
+
+    #[test]
+    fn failing_probes_take_an_origin_out_and_passing_ones_bring_it_back() {
+        let mut h = health();
+        h.note_probe(false, 3_500.0, 1_000.0);
+        assert!(!h.is_healthy());
+        assert!(!h.admit(2_000.0), "no trial while fresh probes fail");
+        h.note_probe(false, 3_500.0, 12_000.0);
+        assert!(
+            !h.admit(13_000.0),
+            "past the cool-down, still no trial: the probes are the trial"
+        );
+        h.note_probe(true, 3_500.0, 14_000.0);
+        assert!(
+            h.is_healthy(),
+            "a pass after failing probes brings it back at once"
+        );
+        assert!(h.admit(14_000.0));
+    }
+
+    #[test]
+    fn passing_probes_do_not_override_what_user_requests_showed() {
+        let mut h = health();
+        h.note_probe(true, 3_500.0, 0.0);
+        record_n(&mut h, 5, Outcome::ServerError, 1.0);
+        assert!(!h.is_healthy());
+        h.note_probe(true, 3_500.0, 2.0);
+        assert!(
+            !h.is_healthy(),
+            "the probe path passing while requests fail proves nothing"
+        );
+        assert!(!h.admit(3.0));
+        assert!(h.admit(10_001.0), "the usual trial after the cool-down");
+    }
+
+    #[test]
+    fn stale_probe_verdicts_fall_back_to_passive_health() {
+        let mut h = health();
+        h.note_probe(false, 3_500.0, 0.0);
+        assert!(!h.admit(3_000.0));
+        // The aggregator went quiet: past freshness and the cool-down, a trial.
+        assert!(h.admit(10_000.0));
     }
 
     #[test]

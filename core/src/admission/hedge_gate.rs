@@ -129,6 +129,18 @@ pub struct GateParams {
     pub origin_load: OriginLoadParams,
     /// Seeds the primary draws (each isolate needs its own).
     pub seed: u64,
+    /// Per route policy (`HEDGE_ROUTES`, by index): the origins it may use
+    /// and its own budget's share, when it sets them.
+    pub routes: Vec<RouteScope>,
+}
+
+/// What a route policy changes in the gate.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RouteScope {
+    /// The origins its requests may use (`None`: all).
+    pub origins: Option<Vec<usize>>,
+    /// Its own budget's percentage (`None`: the global bucket).
+    pub budget_percent: Option<f64>,
 }
 
 /// Per-isolate hedge admission state.
@@ -147,6 +159,12 @@ pub struct HedgeGate {
     /// Thresholds for PoP rates; a PoP rate is used for one health window
     /// and only over at least `min_requests` answers, like a local one.
     health_params: HealthParams,
+    /// Route policies' origins, and their own buckets (by route policy).
+    route_origins: Vec<Option<Vec<usize>>>,
+    route_budgets: Vec<Option<HedgeBudget>>,
+    /// The route policy of the request being decided (set by
+    /// [`HedgeGate::scope`] before each decision).
+    scope: Option<usize>,
 }
 
 // === impl HedgeGate ===
@@ -173,13 +191,57 @@ impl HedgeGate {
             load: OriginLoad::new(params.origin_load, origins, params.seed),
             pop_rates: vec![None; origins],
             health_params: params.health,
+            route_origins: params.routes.iter().map(|r| r.origins.clone()).collect(),
+            route_budgets: (params.routes.iter())
+                .map(|r| {
+                    r.budget_percent.map(|percent| {
+                        HedgeBudget::new(
+                            BudgetParams {
+                                percent,
+                                ..params.budget
+                            },
+                            now_ms,
+                        )
+                    })
+                })
+                .collect(),
+            scope: None,
+        }
+    }
+
+    /// The decisions that follow are for a request of route policy
+    /// `route` (`None`: no route policy): its origins and its budget.
+    pub fn scope(&mut self, route: Option<usize>) {
+        self.scope = route;
+    }
+
+    /// Whether the request in scope may use `origin`.
+    fn allowed(&self, origin: usize) -> bool {
+        match self.scope.and_then(|r| self.route_origins.get(r)) {
+            Some(Some(origins)) => origins.contains(&origin),
+            _ => true,
+        }
+    }
+
+    /// The bucket the request in scope spends from: its route's own, or the global one.
+    fn bucket(&mut self) -> &mut HedgeBudget {
+        match self.scope.and_then(|r| self.route_budgets.get_mut(r)) {
+            Some(Some(own)) => own,
+            _ => &mut self.budget,
         }
     }
 
     /// The primary for a new request: the first origin that admits it.
     pub fn choose_primary(&mut self, now_ms: f64) -> usize {
+        let allowed: Vec<bool> = (0..self.health.len()).map(|i| self.allowed(i)).collect();
         let health = &mut self.health;
-        choose_primary(health.len(), |i| health[i].admit(now_ms))
+        let first_allowed = allowed.iter().position(|a| *a).unwrap_or(0);
+        let chosen = choose_primary(health.len(), |i| allowed[i] && health[i].admit(now_ms));
+        if allowed.get(chosen).copied().unwrap_or(false) {
+            chosen
+        } else {
+            first_allowed
+        }
     }
 
     /// The primary for a new request, drawn by the load tracker among the
@@ -187,22 +249,24 @@ impl HedgeGate {
     /// request as its one recovery trial first, as in configuration order;
     /// with no healthy origin, the first one.
     pub fn choose_primary_by_load(&mut self, now_ms: f64) -> usize {
+        let allowed: Vec<bool> = (0..self.health.len()).map(|i| self.allowed(i)).collect();
         for (i, health) in self.health.iter_mut().enumerate() {
-            if !health.is_healthy() && health.admit(now_ms) {
+            if allowed[i] && !health.is_healthy() && health.admit(now_ms) {
                 return i;
             }
         }
         let health = &self.health;
+        let first_allowed = allowed.iter().position(|a| *a).unwrap_or(0);
         self.load
-            .choose_primary(now_ms, |i| health[i].is_healthy())
-            .unwrap_or(0)
+            .choose_primary(now_ms, |i| allowed[i] && health[i].is_healthy())
+            .unwrap_or(first_allowed)
     }
 
     /// A hedge-eligible request arrived: fund the global bucket and every
     /// origin's reduced one (each caps hedges to or from its origin at the
     /// reduced share of all eligible traffic).
     pub fn deposit(&mut self, now_ms: f64) {
-        self.budget.deposit(now_ms);
+        self.bucket().deposit(now_ms);
         for bucket in &mut self.reduced {
             bucket.deposit(now_ms);
         }
@@ -274,19 +338,21 @@ impl HedgeGate {
         }
         let overdraft = match urgency {
             None => 0.0,
-            Some(Urgency::Failure) => self.budget.capacity(),
+            Some(Urgency::Failure) => self.bucket().capacity(),
             // A stall stops every request in flight at once: its hedges come
             // in a burst larger than any bucket banks.
-            Some(Urgency::Stall) => STALL_OVERDRAFT * self.budget.capacity(),
+            Some(Urgency::Stall) => STALL_OVERDRAFT * self.bucket().capacity(),
         };
-        if charge_budget && self.budget.tokens(now_ms) < 1.0 - overdraft {
+        if charge_budget && self.bucket().tokens(now_ms) < 1.0 - overdraft {
             return Err(HedgeDenied::Budget);
         }
         let zones: Vec<Option<&str>> = self.zones.iter().map(|z| z.as_deref()).collect();
         let rules = self.target_rules(primary, primary_level, same_origin_allowed, urgency);
+        let allowed: Vec<bool> = (0..self.health.len()).map(|i| self.allowed(i)).collect();
         let target = choose_hedge(primary, &zones, rules.same_origin, |i| {
             let level = level_of(i);
-            let room = !rules.excludes(&self.load, i, level)
+            let room = allowed[i]
+                && !rules.excludes(&self.load, i, level)
                 && (!matches!(level, BudgetLevel::Reduced(_))
                     || !charge_budget
                     || self.reduced[i].tokens(now_ms) >= 1.0);
@@ -312,7 +378,7 @@ impl HedgeGate {
                     self.reduced[o].try_withdraw(now_ms);
                 }
             }
-            self.budget.withdraw(now_ms, overdraft);
+            self.bucket().withdraw(now_ms, overdraft);
         }
         Ok(origin)
     }
@@ -327,7 +393,9 @@ impl HedgeGate {
         let rules = self.target_rules(primary, level_of(primary), self.same_origin_hedge, None);
         let zones: Vec<Option<&str>> = self.zones.iter().map(|z| z.as_deref()).collect();
         match choose_hedge(primary, &zones, rules.same_origin, |i| {
-            self.health[i].is_healthy() && !rules.excludes(&self.load, i, level_of(i))
+            self.allowed(i)
+                && self.health[i].is_healthy()
+                && !rules.excludes(&self.load, i, level_of(i))
         })? {
             HedgeTarget::Peer(i) => Some(i),
             HedgeTarget::SameOrigin => Some(primary),
@@ -384,6 +452,11 @@ impl HedgeGate {
         }
     }
 
+    /// Requests to `origin` awaiting an answer (for the metrics).
+    pub fn legs_in_flight(&mut self, origin: usize, now_ms: f64) -> usize {
+        self.load.in_flight(origin, now_ms)
+    }
+
     /// Tokens in the global hedge budget now (for stats).
     pub fn budget_tokens(&mut self, now_ms: f64) -> f64 {
         self.budget.tokens(now_ms)
@@ -419,6 +492,23 @@ impl HedgeGate {
                 });
             }
         }
+    }
+
+    /// The PoP's probe verdicts from the aggregator's latest reply, as
+    /// (origin, up), each good for `fresh_ms`.
+    pub fn note_probes(&mut self, verdicts: &[(usize, bool)], fresh_ms: f64, now_ms: f64) {
+        for &(origin, up) in verdicts {
+            if let Some(h) = self.health.get_mut(origin) {
+                h.note_probe(up, fresh_ms, now_ms);
+            }
+        }
+    }
+
+    /// Whether fresh probes say `origin` is down.
+    pub fn probe_down(&self, origin: usize, now_ms: f64) -> bool {
+        self.health
+            .get(origin)
+            .is_some_and(|h| h.probe_down(now_ms))
     }
 
     /// The PoP-wide 5xx rate of `origin` in use now, if any.

@@ -14,13 +14,14 @@ mod keys;
 mod origins;
 mod parts;
 mod reader;
+mod routes;
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::admission::budget::BudgetParams;
 use crate::admission::health::HealthParams;
-use crate::admission::hedge_gate::GateParams;
+use crate::admission::hedge_gate::{GateParams, RouteScope};
 use crate::admission::origin_load::OriginLoadParams;
 use crate::admission::payoff::GuardParams;
 pub use crate::estimation::delay_policy::HedgePolicy;
@@ -29,12 +30,14 @@ use crate::estimation::estimator::EstimatorParams;
 use crate::observe::request_log::LogLevel;
 use crate::pop::aggregate::PopParams;
 use crate::pop::client::PopClientParams;
+pub use crate::pop::probes::ProbeParams;
 use crate::request::coalesce::CoalesceParams;
 use crate::request::eligibility::EligibilityParams;
 use crate::request::route_key::RouteKeyParams;
 pub use keys::{Key, Range, KEYS};
 pub use origins::Origin;
 use reader::Reader;
+pub use routes::{route_policy, RouteMode, RoutePolicy};
 
 /// The whole parsed configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,6 +80,11 @@ pub struct Params {
     pub stats: StatsParams,
     /// Which requests get a JSON log line.
     pub log_level: LogLevel,
+    /// Per-route policies (`HEDGE_ROUTES`), with each one's eligibility
+    /// rules when it sets its own methods.
+    pub routes: Vec<RoutePolicy>,
+    /// The eligibility rules of each route policy, by index (`None`: the global ones).
+    pub route_eligibility: Vec<Option<EligibilityParams>>,
     /// The isolate-busy rule, cutting hedges that do not pay, third attempts.
     pub guards: GuardParams,
 }
@@ -84,10 +92,46 @@ pub struct Params {
 /// Where the stats endpoint is and who may read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatsParams {
-    /// Request path that serves the stats.
+    /// Request path that serves the stats; its siblings `metrics` and
+    /// `dashboard` serve the metrics and the dashboard.
     pub path: String,
     /// The bearer token; `None` leaves the path unserved (proxied like any other).
     pub token: Option<Secret>,
+}
+
+impl StatsParams {
+    /// The operator page `path` names, if any (only with a token set).
+    pub fn page(&self, path: &str, query: Option<&str>) -> Option<OperatorPage> {
+        self.token.as_ref()?;
+        if path == self.path {
+            return Some(OperatorPage::Stats);
+        }
+        let parent = self.path.rsplit_once('/').map_or("", |(p, _)| p);
+        let sibling = path.strip_prefix(parent)?.strip_prefix('/')?;
+        match sibling {
+            "metrics" => {
+                let pop = query.is_some_and(|q| q.split('&').any(|kv| kv == "scope=pop"));
+                Some(OperatorPage::Metrics { pop })
+            }
+            "dashboard" => Some(OperatorPage::Dashboard),
+            _ => None,
+        }
+    }
+}
+
+/// The operator's pages, beside the stats path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperatorPage {
+    /// The stats (JSON).
+    Stats,
+    /// The metrics (OpenMetrics / Prometheus text); `pop` for the PoP scope.
+    Metrics {
+        /// `?scope=pop`: the aggregator's merged counters.
+        pop: bool,
+    },
+    /// The live dashboard (a page with no data in it: it asks for the
+    /// token and reads the metrics).
+    Dashboard,
 }
 
 /// A secret value: compared, never printed.
@@ -118,6 +162,8 @@ pub struct PopConfig {
     pub timeout_ms: f64,
     /// Aggregator name without `cf.colo`.
     pub fallback_name: String,
+    /// The aggregator's active health probes.
+    pub probes: ProbeParams,
 }
 
 /// One problem with one key.
@@ -218,6 +264,16 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
     let cache = r.boolean("HEDGE_CACHE");
     let coalesce = CoalesceParams::read(&mut r, cache);
     let guards = parts::guards(&mut r, policy, mode);
+    let names: Vec<&str> = origins.iter().map(|o| o.name.as_str()).collect();
+    let routes = r.routes(&names, parts::methods);
+    let route_eligibility = (routes.iter())
+        .map(|route| {
+            (route.methods.clone()).map(|methods| EligibilityParams {
+                methods,
+                ..eligibility.clone()
+            })
+        })
+        .collect();
     if !r.errors.is_empty() {
         return Err(r.errors);
     }
@@ -242,6 +298,8 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
         stats,
         log_level,
         guards,
+        routes,
+        route_eligibility,
     })
 }
 
@@ -257,6 +315,12 @@ impl Params {
             origin_load: self.origin_load,
             // An isolate passes its own (`Hedger::new`).
             seed: 1,
+            routes: (self.routes.iter())
+                .map(|r| RouteScope {
+                    origins: r.origins.clone(),
+                    budget_percent: r.budget_percent,
+                })
+                .collect(),
         }
     }
 }

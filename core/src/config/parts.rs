@@ -4,7 +4,7 @@
 //! same way a set one is read.
 
 use super::reader::Reader;
-use super::{PopConfig, Secret, StatsParams};
+use super::{PopConfig, ProbeParams, Secret, StatsParams};
 use crate::admission::budget::BudgetParams;
 use crate::admission::health::HealthParams;
 use crate::admission::origin_load::OriginLoadParams;
@@ -176,7 +176,7 @@ impl EligibilityParams {
 }
 
 /// A comma-separated list of idempotent methods.
-fn methods(raw: &str) -> Result<Vec<String>, String> {
+pub(super) fn methods(raw: &str) -> Result<Vec<String>, String> {
     let mut methods = Vec::new();
     for m in raw
         .split(',')
@@ -289,11 +289,30 @@ impl PopConfig {
                 idle_ms: r.number("HEDGE_POP_IDLE_SECS") * 1000.0,
             },
             timeout_ms: r.number("HEDGE_POP_TIMEOUT_MS"),
+            probes: ProbeParams {
+                path: match r.raw("HEDGE_PROBE_PATH").map(str::trim) {
+                    None | Some("") | Some("none") => None,
+                    Some(_) => Some(r.parsed("HEDGE_PROBE_PATH", probe_path, String::new())),
+                },
+                interval_ms: r.number("HEDGE_PROBE_INTERVAL_S") * 1000.0,
+                timeout_ms: r.number("HEDGE_PROBE_TIMEOUT_MS"),
+            },
             // An empty name is the same as none: the declared default.
             fallback_name: match r.raw("HEDGE_POP_FALLBACK_NAME") {
                 Some("") => r.default_text("HEDGE_POP_FALLBACK_NAME").to_string(),
                 _ => r.parsed("HEDGE_POP_FALLBACK_NAME", name, String::new()),
             },
+        }
+    }
+}
+
+/// `HEDGE_PROBE_PATH`: a path on every origin (the origin's own path prefix
+/// comes first), without query or fragment.
+fn probe_path(raw: &str) -> Result<String, String> {
+    match raw.trim() {
+        p if p.starts_with('/') && !p.contains(['?', '#', ' ', '\\']) => Ok(p.to_string()),
+        _ => {
+            Err("must be a path starting with '/', without query or fragment (or none)".to_string())
         }
     }
 }

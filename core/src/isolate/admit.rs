@@ -5,6 +5,7 @@
 
 use crate::cache::directives::Directives;
 use crate::cache::policy::{is_reserved_host, request_cacheable, CacheRequestFacts};
+use crate::config::OperatorPage;
 use crate::race::RacePlan;
 use crate::request::coalesce::Role;
 use crate::request::eligibility::{Eligibility, NotHedgeableReason, RequestFacts};
@@ -47,8 +48,10 @@ pub enum Admit {
         /// The request's id.
         request_id: String,
     },
-    /// The stats endpoint (configured, with a token).
-    Stats {
+    /// The stats, metrics or dashboard (configured, with a token).
+    Operator {
+        /// Which.
+        page: OperatorPage,
         /// The request's id.
         request_id: String,
     },
@@ -99,6 +102,8 @@ pub struct Admission {
     pub query: Option<String>,
     /// The route key its latency is recorded under.
     pub route: String,
+    /// Its route policy (`HEDGE_ROUTES` index), if one matched.
+    pub route_policy: Option<usize>,
     /// Whether, and how, it may be hedged.
     pub eligibility: Eligibility,
     /// The request's cache directives, when the cache may answer it.

@@ -15,6 +15,7 @@
 
 mod admit;
 mod complete;
+mod metrics_view;
 mod stats;
 
 use std::collections::HashSet;
@@ -26,11 +27,14 @@ pub use complete::{leg_lines, public_leg, Answer, Completion};
 use crate::cache::freshness::{StoredMeta, Verdict};
 use crate::cache::invalidation::{invalidates, Invalidations};
 use crate::cache::policy::{response_freshness, CacheRoutes};
-use crate::config::Params;
+use crate::config::{route_policy, Params};
+use crate::observe::exposition::Format;
+use crate::observe::metrics::MetricCounts;
 use crate::observe::request_log::LogLevel;
 use crate::pop::client::origin_rates;
+use crate::pop::probes::STALE_AFTER_PROBES;
 use crate::pop::push::PushReply;
-use crate::race::{Hedger, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState};
+use crate::race::{Hedger, Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState};
 use crate::request::coalesce::{Coalescer, FlightId, FlightState, Role};
 use crate::request::eligibility::{eligibility, Eligibility};
 use crate::request::held_bodies::HeldBodies;
@@ -84,6 +88,37 @@ pub struct Isolate {
     refreshes: HashSet<String>,
     /// Keys that were invalid and run on their defaults (for the stats).
     config_errors: Vec<crate::config::ConfigError>,
+    /// What it counted since it started (the metrics endpoint).
+    metrics: MetricCounts,
+    /// The counts as of the last push the aggregator took, and as of the
+    /// push in flight: a push carries the difference, and a failed one is
+    /// carried again by the next.
+    metrics_pushed: MetricCounts,
+    metrics_in_flight: Option<MetricCounts>,
+    /// A random id and the start time (epoch ms), so a scraper can tell
+    /// isolates apart and see their counters reset.
+    id: String,
+    started_ms: f64,
+    /// The last requests that ended in an error (the dashboard lists them).
+    recent_errors: std::collections::VecDeque<RecentError>,
+}
+
+/// Most recent errors kept.
+const RECENT_ERRORS: usize = 20;
+
+/// A request that ended in an error, for the operator.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RecentError {
+    /// When it was answered (epoch ms).
+    pub at_ms: f64,
+    /// Its route key.
+    pub route: String,
+    /// The status the client got (`None`: the Worker's own 502/504).
+    pub status: Option<u16>,
+    /// What happened, in words.
+    pub what: &'static str,
+    /// The origin whose answer or silence it was, if one.
+    pub origin: Option<String>,
 }
 
 // === impl Isolate ===
@@ -102,6 +137,12 @@ impl Isolate {
             invalidations: Invalidations::new(),
             refreshes: HashSet::new(),
             config_errors: Vec::new(),
+            metrics: MetricCounts::default(),
+            metrics_pushed: MetricCounts::default(),
+            metrics_in_flight: None,
+            id: format!("{seed:016x}"),
+            started_ms: now_ms,
+            recent_errors: std::collections::VecDeque::new(),
             hedger,
             params,
         }
@@ -121,8 +162,8 @@ impl Isolate {
         };
         let request_id = target.request_id;
         let p = Rc::clone(&self.params);
-        if target.path == p.stats.path && p.stats.token.is_some() {
-            return Admit::Stats { request_id };
+        if let Some(page) = p.stats.page(target.path, target.query) {
+            return Admit::Operator { page, request_id };
         }
         if admit::is_websocket(head) {
             let origin = self.hedger.choose_primary(now_ms);
@@ -141,9 +182,17 @@ impl Isolate {
             }
         };
         let facts = admit::request_facts(head, &body, p.eligibility.idempotency_header.as_deref());
-        let decision = eligibility(&facts, &p.eligibility);
-        let route = route_key(target.path, &p.route_keys);
-        let cache = match p.cache {
+        let policy = route_policy(&p.routes, target.path);
+        let rules = (policy.and_then(|(i, _)| p.route_eligibility.get(i)))
+            .and_then(Option::as_ref)
+            .unwrap_or(&p.eligibility);
+        let decision = eligibility(&facts, rules);
+        let route = match policy {
+            Some((_, r)) => r.name.clone(),
+            None => route_key(target.path, &p.route_keys),
+        };
+        let use_cache = policy.and_then(|(_, r)| r.cache).unwrap_or(p.cache);
+        let cache = match use_cache {
             true => admit::cache_directives(head, body.has_body),
             false => None,
         };
@@ -166,6 +215,7 @@ impl Isolate {
             path: target.path.to_string(),
             query: target.query.map(str::to_string),
             route,
+            route_policy: policy.map(|(i, _)| i),
             eligibility: decision,
             cache,
             role,
@@ -199,10 +249,11 @@ impl Isolate {
     /// Plans the admitted request's race (for its arrival time), when
     /// admission could not (the cache or the body came first).
     pub fn plan(&mut self, admission: &Admission) -> RacePlan {
-        (self.hedger).plan(
+        (self.hedger).plan_for(
             admission.eligibility,
             &admission.route,
             admission.started_ms,
+            admission.route_policy,
         )
     }
 
@@ -272,6 +323,17 @@ impl Isolate {
         let rescue = answer.stale_if_error && origin_failed;
         self.hedger
             .record_outcome(state, client_error && !rescue, now_ms);
+        let total_ms = now_ms - admission.started_ms;
+        if client_error && !rescue {
+            self.note_error(state, answer.status, now_ms);
+        }
+        (self.metrics).record(
+            &self.origin_names,
+            state,
+            client_error && !rescue,
+            total_ms,
+            now_ms,
+        );
         let status = answer.status.filter(|_| won);
         let invalidate = status.is_some_and(|s| invalidates(&admission.method, s));
         let store = match (admission.cache.is_some() && !rescue, status) {
@@ -284,19 +346,23 @@ impl Isolate {
             _ => None,
         };
         let x_hedge = complete::x_hedge(state, rescue);
-        let total_ms = now_ms - admission.started_ms;
         let log = (self.params.log_level != LogLevel::Off || answer.analytics).then(|| {
             let request = (&*admission.request_id, &admission.trace, &*admission.method);
             complete::log_line(&self.params, state, request, x_hedge, total_ms, now_ms)
         });
         let pop = &mut self.hedger.pop;
         let push = pop.push_due(now_ms).then(|| {
-            pop.take_push(now_ms, self.params.delay.quantile, &self.origin_names)
-                .encode()
+            let mut push = pop.take_push(now_ms, self.params.delay.quantile, &self.origin_names);
+            let delta = self.metrics.minus(&self.metrics_pushed);
+            if !delta.is_empty() {
+                push.metrics = Some(delta);
+                self.metrics_in_flight = Some(self.metrics.clone());
+            }
+            push.encode()
         });
         Completion {
             log_level: self.params.log_level,
-            timeout_ms: self.params.timeout_ms,
+            timeout_ms: state.plan.timeout_ms,
             body_idle_timeout_ms: self.params.body_idle_timeout_ms,
             rescue,
             store,
@@ -311,6 +377,31 @@ impl Isolate {
             log,
             push,
         }
+    }
+
+    fn note_error(&mut self, state: &RaceState, status: Option<u16>, now_ms: f64) {
+        let what = match state.end {
+            Some(RaceEnd::Won(_)) => "the origin answered 5xx",
+            Some(RaceEnd::PrimaryFailed) => "the primary failed; its answer was passed on",
+            Some(RaceEnd::BothFailed { answered: Some(_) }) => {
+                "every leg failed; an origin's answer was passed on"
+            }
+            Some(RaceEnd::BothFailed { answered: None }) => "no origin answered (502)",
+            Some(RaceEnd::TimedOut) => "no answer within HEDGE_TIMEOUT_MS (504)",
+            Some(RaceEnd::ClientGone) | None => "the client went away",
+        };
+        let leg = complete::answered_leg(state).unwrap_or(Leg::Primary);
+        let origin = (self.origin_names.get(state.leg(leg).origin)).cloned();
+        if self.recent_errors.len() >= RECENT_ERRORS {
+            self.recent_errors.pop_front();
+        }
+        self.recent_errors.push_back(RecentError {
+            at_ms: now_ms,
+            route: state.plan.route.clone(),
+            status,
+            what,
+            origin,
+        });
     }
 
     /// Whether a cacheable request on `route` was answered storably (a
@@ -353,10 +444,12 @@ impl Isolate {
             return None;
         }
         self.refreshes.insert(key.to_string());
-        Some(
-            self.hedger
-                .plan(admission.eligibility, &admission.route, now_ms),
-        )
+        Some((self.hedger).plan_for(
+            admission.eligibility,
+            &admission.route,
+            now_ms,
+            admission.route_policy,
+        ))
     }
 
     /// The background refresh of `key` is over.
@@ -395,11 +488,21 @@ impl Isolate {
         let names = &self.origin_names;
         (self.hedger.pop).push_succeeded(reply, bytes, now_ms, names);
         (self.hedger.gate).note_pop_rates(&origin_rates(reply, names), now_ms);
+        let verdicts: Vec<(usize, bool)> = (reply.probes.iter())
+            .filter_map(|v| Some((names.iter().position(|n| *n == v.origin)?, v.up)))
+            .collect();
+        let probes = &self.params.pop.probes;
+        let fresh_ms = STALE_AFTER_PROBES * probes.interval_ms + probes.timeout_ms;
+        (self.hedger.gate).note_probes(&verdicts, fresh_ms, now_ms);
+        if let Some(pushed) = self.metrics_in_flight.take() {
+            self.metrics_pushed = pushed;
+        }
     }
 
     /// A push failed; how many have failed in a row.
     pub fn push_failed(&mut self, now_ms: f64) -> u32 {
         self.hedger.pop.push_failed(now_ms);
+        self.metrics_in_flight = None;
         self.hedger.pop.counts().failing_in_a_row
     }
 
@@ -411,9 +514,15 @@ impl Isolate {
             &mut self.hedger,
             &self.held_bodies,
             &self.config_errors,
+            &self.recent_errors,
             wasm_memory_bytes,
             now_ms,
         )
+    }
+
+    /// The isolate-scope metrics at `now_ms`, as text in `format`.
+    pub fn metrics_text(&mut self, format: Format, now_ms: f64) -> String {
+        metrics_view::metrics_text(self, format, now_ms)
     }
 
     /// The keys that were invalid and run on their defaults

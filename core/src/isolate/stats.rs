@@ -1,12 +1,13 @@
 //! What the stats endpoint shows of an isolate: its origins, its routes
 //! with the delay a request would get now, the budget and the PoP pushes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 
 use crate::admission::payoff::CAUSES;
 
+use super::RecentError;
 use crate::admission::health::BudgetLevel;
 use crate::config::{ConfigError, Params};
 use crate::estimation::delay_plan::RouteDelay;
@@ -34,6 +35,8 @@ struct StatsJson<'a> {
     isolate: IsolateJson,
     /// Keys that were invalid and run on their defaults.
     config_errors: Vec<ConfigErrorJson<'a>>,
+    /// The last requests that ended in an error, oldest first.
+    recent_errors: &'a VecDeque<RecentError>,
 }
 
 #[derive(Serialize)]
@@ -195,6 +198,7 @@ pub(super) fn stats(
     h: &mut Hedger,
     held: &HeldBodies,
     config_errors: &[ConfigError],
+    recent_errors: &VecDeque<RecentError>,
     wasm_memory_bytes: f64,
     now_ms: f64,
 ) -> serde_json::Value {
@@ -286,6 +290,7 @@ pub(super) fn stats(
                 reason: &e.reason,
             })
             .collect(),
+        recent_errors,
     };
     serde_json::to_value(&json).unwrap_or_default()
 }

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::config::OperatorPage;
 use crate::race::{Leg, RaceEvent};
 
 fn isolate(extra: &[(&str, &str)]) -> Isolate {
@@ -99,10 +100,34 @@ fn refused_requests_reach_neither_cache_nor_origin() {
 #[test]
 fn the_stats_path_and_websockets_are_routed_apart() {
     let mut iso = isolate(&[]);
-    assert!(matches!(
-        iso.admit(&head("https://e/__hedge/stats", "GET", &no_headers), 0.0),
-        Admit::Stats { .. }
-    ));
+    let page = |iso: &mut Isolate, url: &str| match iso.admit(&head(url, "GET", &no_headers), 0.0) {
+        Admit::Operator { page, .. } => Some(page),
+        _ => None,
+    };
+    assert_eq!(
+        page(&mut iso, "https://e/__hedge/stats"),
+        Some(OperatorPage::Stats)
+    );
+    assert_eq!(
+        page(&mut iso, "https://e/__hedge/metrics"),
+        Some(OperatorPage::Metrics { pop: false })
+    );
+    assert_eq!(
+        page(&mut iso, "https://e/__hedge/metrics?x=1&scope=pop"),
+        Some(OperatorPage::Metrics { pop: true })
+    );
+    assert_eq!(
+        page(&mut iso, "https://e/__hedge/dashboard"),
+        Some(OperatorPage::Dashboard)
+    );
+    assert_eq!(page(&mut iso, "https://e/__hedge/metricsx"), None);
+    assert_eq!(page(&mut iso, "https://e/other/metrics"), None);
+    let mut no_token = isolate(&[("HEDGE_STATS_TOKEN", "")]);
+    assert_eq!(
+        page(&mut no_token, "https://e/__hedge/metrics"),
+        None,
+        "no token: proxied"
+    );
     let upgrade = |name: &str| (name == "upgrade").then(|| "websocket".to_string());
     match iso.admit(&head("https://e/ws?x=1", "GET", &upgrade), 0.0) {
         Admit::WebSocket { url, .. } => assert!(url.ends_with("/ws?x=1"), "{url}"),

@@ -1,4 +1,7 @@
-//! What the Worker reports: per-route stats counters and the request log line.
+//! What the Worker reports: per-route stats counters, the request log line,
+//! and the metrics (counters and histograms, and their text exposition).
 
+pub mod exposition;
+pub mod metrics;
 pub mod request_log;
 pub mod route_stats;

@@ -16,6 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::estimation::sketch::{BucketCounts, LatencySketch};
 use crate::estimation::window::{SlidingWindow, WindowParams, WindowSlot, WindowedSketch};
+use crate::observe::exposition::{write_counts, Exposition, Format, Kind};
+use crate::observe::metrics::MetricCounts;
+use crate::pop::probes::{ProbeBook, ProbeParams, ProbeResult};
 use crate::pop::push::{
     KeyDelta, KeyQuantile, OriginRate, Push, PushError, PushReply, SparseBucket, PUSH_VERSION,
 };
@@ -90,13 +93,17 @@ struct Counters {
     origins: BTreeMap<String, SlidingWindow<Pair>>,
     pushes: u64,
     push_bytes: u64,
+    /// Every isolate's metrics, summed (the PoP-scope metrics).
+    metrics: MetricCounts,
 }
 
-/// [`Counters`]' stored form (unchanged since counters were first stored).
+/// [`Counters`]' stored form (records stored before the metrics have none).
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct CountersRecord {
     hedges: StoredPair,
     origins: BTreeMap<String, StoredPair>,
+    #[serde(default)]
+    metrics: MetricCounts,
     pushes: u64,
     push_bytes: u64,
 }
@@ -107,6 +114,11 @@ pub struct PopAggregate {
     params: PopParams,
     keys: CappedMap<PopKey, WindowedSketch>,
     counters: Counters,
+    /// The active health probes' settings and results.
+    probe_params: ProbeParams,
+    probes: ProbeBook,
+    /// When the last push arrived (probes run only while the PoP has traffic).
+    last_push_ms: Option<f64>,
 }
 
 // === impl PopAggregate ===
@@ -122,8 +134,58 @@ impl PopAggregate {
                 origins: BTreeMap::new(),
                 pushes: 0,
                 push_bytes: 0,
+                metrics: MetricCounts::default(),
             },
+            probe_params: ProbeParams {
+                path: None,
+                interval_ms: f64::INFINITY,
+                timeout_ms: 0.0,
+            },
+            probes: ProbeBook::default(),
+            last_push_ms: None,
         }
+    }
+
+    /// Runs active health probes with these settings (none without a path).
+    pub fn with_probes(mut self, probes: ProbeParams) -> Self {
+        self.probe_params = probes;
+        self
+    }
+
+    /// The probe settings.
+    pub fn probe_params(&self) -> &ProbeParams {
+        &self.probe_params
+    }
+
+    /// Whether a probe round is due at `now_ms`: probes are configured, a
+    /// push arrived within the idle time (the PoP has traffic: an idle PoP
+    /// sends its origins nothing) and the interval has passed.
+    pub fn probes_due(&self, now_ms: f64) -> bool {
+        self.probing(now_ms) && self.probes.due(&self.probe_params, now_ms)
+    }
+
+    /// Whether probes run at all now: configured, and the PoP has traffic.
+    pub fn probing(&self, now_ms: f64) -> bool {
+        self.probe_params.path.is_some()
+            && self
+                .last_push_ms
+                .is_some_and(|t| now_ms - t <= self.params.idle_ms)
+    }
+
+    /// A probe round begins at `now_ms`.
+    pub fn probe_round_started(&mut self, now_ms: f64) {
+        self.probes.round_started(now_ms);
+    }
+
+    /// What a probe of `origin` got.
+    pub fn probe_result(
+        &mut self,
+        origin: &str,
+        result: ProbeResult,
+        latency_ms: f64,
+        now_ms: f64,
+    ) {
+        self.probes.record(origin, result, latency_ms, now_ms);
     }
 
     /// Keys held.
@@ -154,7 +216,11 @@ impl PopAggregate {
     pub fn apply(&mut self, push: &Push, bytes: usize, now_ms: f64) -> (PushReply, Vec<PopKey>) {
         let window = self.params.window;
         self.counters.pushes += 1;
+        self.last_push_ms = Some(now_ms);
         self.counters.push_bytes += bytes as u64;
+        if let Some(metrics) = &push.metrics {
+            self.counters.metrics.merge(metrics);
+        }
         let pair = Pair(push.eligible, push.hedges);
         self.counters.hedges.update(now_ms, |p| p.add(&pair));
         for origin in &push.origins {
@@ -198,6 +264,7 @@ impl PopAggregate {
             hedge_fraction: self.hedge_fraction(now_ms),
             eligible: self.counters.hedges.total(now_ms).0,
             origins: self.origin_rates(now_ms),
+            probes: self.probes.verdicts(&self.probe_params, now_ms),
         };
         (reply, touched)
     }
@@ -292,6 +359,7 @@ impl PopAggregate {
             origins,
             pushes: self.counters.pushes,
             push_bytes: self.counters.push_bytes,
+            metrics: self.counters.metrics.clone(),
         };
         serde_json::to_string(&record).unwrap_or_default()
     }
@@ -310,8 +378,109 @@ impl PopAggregate {
             origins,
             pushes: record.pushes,
             push_bytes: record.push_bytes,
+            metrics: record.metrics,
         };
         Ok(())
+    }
+
+    /// The PoP-scope metrics at `now_ms`: every isolate's pushed counters
+    /// summed, and the PoP's own gauges (`budget_ratio`: the configured budget).
+    pub fn metrics_text(
+        &mut self,
+        format: Format,
+        pop: &str,
+        budget_ratio: f64,
+        now_ms: f64,
+    ) -> String {
+        let mut x = Exposition::new(format, &[("pop", pop)]);
+        write_counts(&mut x, &self.counters.metrics);
+        x.family("hedgehog_hedge_budget_ratio", Kind::Gauge, "The configured hedge budget: hedges allowed per eligible request (HEDGE_BUDGET_PERCENT / 100).");
+        x.sample("hedgehog_hedge_budget_ratio", &[], budget_ratio);
+        x.family("hedgehog_pop_hedge_ratio", Kind::Gauge, "Hedges per hedge-eligible request over the PoP's window (the budget holds this under HEDGE_BUDGET_PERCENT / 100).");
+        x.sample("hedgehog_pop_hedge_ratio", &[], self.hedge_fraction(now_ms));
+        x.family(
+            "hedgehog_pop_eligible_requests",
+            Kind::Gauge,
+            "Hedge-eligible requests over the PoP's window.",
+        );
+        let eligible = self.counters.hedges.total(now_ms).0;
+        x.sample("hedgehog_pop_eligible_requests", &[], eligible as f64);
+        let rates = self.origin_rates(now_ms);
+        x.family(
+            "hedgehog_origin_5xx_ratio",
+            Kind::Gauge,
+            "Share of an origin's answers over the window that were 5xx or failures.",
+        );
+        for r in &rates {
+            x.sample(
+                "hedgehog_origin_5xx_ratio",
+                &[("origin", &r.origin)],
+                r.rate_5xx,
+            );
+        }
+        self.write_probes(&mut x);
+        x.family(
+            "hedgehog_pop_pushes",
+            Kind::Counter,
+            "Pushes from isolates merged.",
+        );
+        x.sample(
+            "hedgehog_pop_pushes_total",
+            &[],
+            self.counters.pushes as f64,
+        );
+        x.family(
+            "hedgehog_pop_latency_keys",
+            Kind::Gauge,
+            "(origin, route) latency sketches held.",
+        );
+        x.sample("hedgehog_pop_latency_keys", &[], self.keys.len() as f64);
+        x.finish()
+    }
+
+    /// The active probes' families (nothing without probe results).
+    fn write_probes(&self, x: &mut Exposition) {
+        x.family("hedgehog_origin_probe_up", Kind::Gauge, "The active probes' verdict: 1 passing, 0 failing (2 failures in a row); absent before a verdict.");
+        for (origin, r) in self.probes.records() {
+            if let Some(up) = r.up {
+                x.sample(
+                    "hedgehog_origin_probe_up",
+                    &[("origin", origin)],
+                    f64::from(u8::from(up)),
+                );
+            }
+        }
+        x.family(
+            "hedgehog_origin_probes",
+            Kind::Counter,
+            "Active health probes sent by this PoP's aggregator, by result.",
+        );
+        for (origin, r) in self.probes.records() {
+            x.sample(
+                "hedgehog_origin_probes_total",
+                &[("origin", origin), ("result", "pass")],
+                r.passed as f64,
+            );
+            x.sample(
+                "hedgehog_origin_probes_total",
+                &[("origin", origin), ("result", "fail")],
+                r.failed as f64,
+            );
+        }
+        x.family(
+            "hedgehog_origin_probe_duration_seconds",
+            Kind::Gauge,
+            "How long the last probe of the origin took (to its answer, or its failure).",
+        );
+        for (origin, r) in self.probes.records() {
+            if let Some(ms) = r.last_latency_ms {
+                x.sample(
+                    "hedgehog_origin_probe_duration_seconds",
+                    &[("origin", origin)],
+                    ms / 1000.0,
+                );
+            }
+        }
     }
 
     /// The PoP quantile of one key, without a push (for stats).
@@ -355,6 +524,7 @@ mod tests {
                 responses: 100,
                 errors_5xx: 3,
             }],
+            metrics: None,
         }
     }
 

@@ -178,6 +178,7 @@ impl PopClient {
             hedges: std::mem::take(&mut self.hedges).min(MAX_HEDGE_COUNT),
             keys,
             origins,
+            metrics: None,
         };
         self.requests_since_push = 0;
         self.last_push_ms = Some(now_ms);
@@ -314,6 +315,7 @@ mod tests {
             hedge_fraction,
             eligible: 1_000,
             origins: vec![],
+            probes: Vec::new(),
         }
     }
 

@@ -3,4 +3,5 @@
 
 pub mod aggregate;
 pub mod client;
+pub mod probes;
 pub mod push;

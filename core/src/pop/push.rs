@@ -9,6 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::estimation::sketch::{bucket_index, BucketCounts, LatencySketch};
+use crate::observe::metrics::MetricCounts;
+use crate::pop::probes::ProbeVerdict;
 
 /// The format version this code writes and accepts.
 pub const PUSH_VERSION: u32 = 1;
@@ -73,6 +75,10 @@ pub struct Push {
     pub keys: Vec<KeyDelta>,
     /// Response counts per origin.
     pub origins: Vec<OriginDelta>,
+    /// The metrics counted since the last push that reached the
+    /// aggregator (summed there for the PoP-scope metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<MetricCounts>,
 }
 
 /// The PoP-wide quantile of one key.
@@ -112,6 +118,9 @@ pub struct PushReply {
     pub eligible: u64,
     /// Per-origin 5xx rates across the PoP.
     pub origins: Vec<OriginRate>,
+    /// The active probes' fresh verdicts (none without probes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ProbeVerdict>,
 }
 
 /// Why a push body was rejected.
@@ -180,6 +189,9 @@ impl Push {
                 "{} origins (at most {MAX_PUSH_ORIGINS})",
                 self.origins.len()
             ));
+        }
+        if let Some(metrics) = &self.metrics {
+            metrics.check().map_err(PushError)?;
         }
         let (lowest, highest) = (bucket_index(0.0), bucket_index(MAX_LATENCY_MS));
         for key in &self.keys {
@@ -281,6 +293,9 @@ impl PushReply {
         {
             return fail("reply holds a negative or non-finite number");
         }
+        if reply.probes.len() > MAX_PUSH_ORIGINS {
+            return fail("reply holds more probe verdicts than origins");
+        }
         Ok(reply)
     }
 }
@@ -307,6 +322,7 @@ mod tests {
                 responses: 40,
                 errors_5xx: 1,
             }],
+            metrics: None,
         }
     }
 

@@ -295,6 +295,7 @@ impl Hedger {
             Some(HedgeCause::Stall) => Some(Urgency::Stall),
             Some(HedgeCause::Delay) | None => None,
         };
+        self.gate.scope(plan.route_policy);
         let permit = if let Some(urgency) = urgency {
             self.gate
                 .permit_urgent(plan.primary, now_ms, urgency, plan.peer_only)
@@ -455,6 +456,7 @@ impl Hedger {
         if !self.third.take() {
             return None;
         }
+        self.gate.scope(plan.route_policy);
         let origin = self
             .gate
             .permit_urgent(worse, now_ms, Urgency::Failure, false)

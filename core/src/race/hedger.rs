@@ -9,9 +9,9 @@ use super::plan::RacePlan;
 use crate::admission::hedge_gate::{GateParams, HedgeGate};
 use crate::admission::isolate_lag::IsolateLag;
 use crate::admission::payoff::{HedgePayoff, ThirdAttempts};
-use crate::config::Params;
+use crate::config::{Params, RouteMode};
 use crate::estimation::delay_plan::{DelayPlanner, LikelyTarget, PlanParams, RouteDelay};
-use crate::estimation::delay_policy::{DelayChoice, HedgeMode};
+use crate::estimation::delay_policy::{DelayBasis, DelayChoice, HedgeMode};
 use crate::estimation::estimator::LatencyEstimator;
 use crate::no_hedge::NoHedge;
 use crate::observe::route_stats::RouteStats;
@@ -96,6 +96,24 @@ impl Hedger {
 
     /// Its primary, hedge delay and (when it gets none) why.
     pub fn plan(&mut self, eligibility: Eligibility, route: &str, now_ms: f64) -> RacePlan {
+        self.plan_for(eligibility, route, now_ms, None)
+    }
+
+    /// [`Hedger::plan`] for a request under route policy `route_policy`
+    /// (`HEDGE_ROUTES` index): its origins, mode, budget and timeout.
+    pub fn plan_for(
+        &mut self,
+        eligibility: Eligibility,
+        route: &str,
+        now_ms: f64,
+        route_policy: Option<usize>,
+    ) -> RacePlan {
+        self.gate.scope(route_policy);
+        let policy = route_policy.and_then(|i| self.params.routes.get(i));
+        let mode = policy.and_then(|p| p.mode);
+        let timeout_ms = policy
+            .and_then(|p| p.timeout_ms)
+            .unwrap_or(self.params.timeout_ms);
         let primary = self.choose_primary(now_ms);
         let hedgeable = matches!(eligibility, Eligibility::Hedgeable { .. });
         let peer_only = matches!(
@@ -106,9 +124,12 @@ impl Hedger {
             }
         );
         self.pop.note_request(primary, route, hedgeable);
-        let (delay, no_hedge) = match eligibility {
-            Eligibility::NotHedgeable(reason) => (None, Some(NoHedge::NotEligible(reason))),
-            Eligibility::Hedgeable { .. } => self.choose_delay(primary, route, now_ms),
+        let (delay, no_hedge) = match (eligibility, mode) {
+            (Eligibility::NotHedgeable(reason), _) => (None, Some(NoHedge::NotEligible(reason))),
+            // Hedging off for the route: what HEDGE_MODE=off does, no more.
+            (_, Some(RouteMode::Off)) => (None, Some(NoHedge::Off)),
+            (_, Some(RouteMode::Static { delay_ms })) => self.static_delay(delay_ms, now_ms),
+            (Eligibility::Hedgeable { .. }, _) => self.choose_delay(primary, route, now_ms),
         };
         if delay.is_some() {
             self.third.deposit();
@@ -128,7 +149,26 @@ impl Hedger {
             retry,
             peer_only,
             stall_check_ms,
+            route_policy,
+            timeout_ms,
         }
+    }
+
+    /// A route's fixed delay (its policy's `mode: static`), within the budget.
+    fn static_delay(
+        &mut self,
+        delay_ms: f64,
+        now_ms: f64,
+    ) -> (Option<DelayChoice>, Option<NoHedge>) {
+        if (self.pop).over_budget(self.params.budget.percent / 100.0, now_ms) {
+            return (None, Some(NoHedge::PopOverBudget));
+        }
+        self.gate.deposit(now_ms);
+        let choice = DelayChoice {
+            delay_ms,
+            basis: DelayBasis::Static,
+        };
+        (Some(choice), None)
     }
 
     fn choose_delay(

@@ -480,3 +480,74 @@ fn a_busy_isolate_sends_no_hedge_for_a_slow_primary_but_retries_a_failure() {
     ));
     assert!(h.isolate_lag.mean_ms(late) > 5.0);
 }
+
+/// Three origins and route policies: `/off` never hedges, `/own` has its
+/// own 0% budget, `/bc` uses origins b and c only, with a 40 ms static
+/// delay and a 2 s timeout.
+fn routed() -> Hedger {
+    hedger(&[
+        (
+            "HEDGE_ORIGINS",
+            r#"[{"name":"a","url":"http://a","zone":"z1"},{"name":"b","url":"http://b","zone":"z2"},{"name":"c","url":"http://c","zone":"z3"}]"#,
+        ),
+        ("HEDGE_PRIMARY", "ordered"),
+        (
+            "HEDGE_ROUTES",
+            r#"[{"prefix":"/off","mode":"off"},{"prefix":"/own","budget_percent":0},{"prefix":"/bc","name":"bc","origins":["b","c"],"mode":"static","static_delay_ms":40,"timeout_ms":2000}]"#,
+        ),
+    ])
+}
+
+#[test]
+fn a_route_with_hedging_off_plans_no_hedge_and_spends_nothing() {
+    let mut h = routed();
+    let tokens = h.gate.budget_tokens(0.0);
+    let plan = h.plan_for(GET, "/off", 0.0, Some(0));
+    assert_eq!(plan.delay, None);
+    assert_eq!(plan.no_hedge, Some(NoHedge::Off));
+    assert_eq!(
+        h.gate.budget_tokens(0.0),
+        tokens,
+        "nothing deposited or spent"
+    );
+    // The same request without the policy hedges at the global 100 ms.
+    assert_eq!(
+        h.plan(GET, "/off", 0.0).delay.map(|d| d.delay_ms),
+        Some(100.0)
+    );
+}
+
+#[test]
+fn a_route_with_its_own_budget_spends_from_its_own_bucket() {
+    let mut h = routed();
+    let global = h.gate.budget_tokens(0.0);
+    let plan = h.plan_for(GET, "/own", 0.0, Some(1));
+    let mut race = h.start(plan, 0.0);
+    // Its own bucket earns 0%: the timer finds no token, though the global bucket has some.
+    assert_eq!(h.timer_fired(&mut race, 100.0), Action::Wait);
+    assert!(!race.hedge_sent());
+    assert!(matches!(
+        race.no_hedge,
+        Some(NoHedge::Denied(HedgeDenied::Budget))
+    ));
+    assert!(
+        h.gate.budget_tokens(100.0) >= global,
+        "the global bucket was not touched"
+    );
+}
+
+#[test]
+fn a_route_uses_only_its_origins_its_delay_and_its_timeout() {
+    let mut h = routed();
+    let plan = h.plan_for(GET, "bc", 0.0, Some(2));
+    assert_eq!(plan.primary, 1, "b: a is not among the route's origins");
+    assert_eq!(plan.delay.map(|d| d.delay_ms), Some(40.0));
+    assert_eq!(plan.timeout_ms, 2_000.0);
+    let mut race = h.start(plan, 0.0);
+    match h.timer_fired(&mut race, 40.0) {
+        Action::SendHedge { origin, .. } => assert_eq!(origin, 2, "the hedge goes to c, never a"),
+        other => panic!("{other:?}"),
+    }
+    // Without the policy the first origin is the primary.
+    assert_eq!(h.plan(GET, "/x", 0.0).primary, 0);
+}

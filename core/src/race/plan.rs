@@ -25,6 +25,10 @@ pub struct RacePlan {
     /// Before the hedge delay, look once at this time whether the primary's
     /// origin has stalled (tail-aware policy; `None`: the delay comes first).
     pub stall_check_ms: Option<f64>,
+    /// The route policy (`HEDGE_ROUTES` index) the request runs under.
+    pub route_policy: Option<usize>,
+    /// Longest wait for an answer's headers, ms (the route's or the global).
+    pub timeout_ms: f64,
 }
 
 impl RacePlan {

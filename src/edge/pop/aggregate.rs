@@ -1,7 +1,8 @@
 //! The PoP aggregator Durable Object: one per PoP (named from `cf.colo`).
 //! Merges isolates' pushes into [`PopAggregate`], keeps it in the object's
-//! SQLite storage so it survives eviction and restarts, and forgets idle keys
-//! from an alarm.
+//! SQLite storage so it survives eviction and restarts, forgets idle keys
+//! from an alarm and, with `HEDGE_PROBE_PATH` set, probes every origin from
+//! that alarm while the PoP has traffic.
 //!
 //! `POST /push` takes a push and answers with the PoP view (400 with a JSON
 //! error for a bad body, which changes nothing); `GET /stats` reports what it
@@ -14,12 +15,17 @@ use worker::{
     console_warn, durable_object, DurableObject, Env, Method, Request, Response, SqlStorage, State,
 };
 
+use super::probes::probe_all;
 use crate::edge::env_vars::read_vars;
-// The `#[durable_object]` expansion names `wasm_bindgen` by its bare path.
-use hedgehog_core::config;
+use hedgehog_core::config::{self, ProbeParams};
+use hedgehog_core::observe::exposition::Format;
 use hedgehog_core::pop::aggregate::{PopAggregate, PopKey, PopParams};
 use hedgehog_core::pop::push::{OriginRate, Push};
+// The `#[durable_object]` expansion names `wasm_bindgen` by its bare path.
 use worker::wasm_bindgen;
+
+/// The header an isolate names its PoP in when it asks for the metrics.
+pub(crate) const POP_NAME_HEADER: &str = "x-hedge-pop";
 
 /// How often the alarm sweeps idle keys (at most; less when idle time is shorter).
 const SWEEP_EVERY_MS: f64 = 60_000.0;
@@ -29,6 +35,12 @@ const SWEEP_EVERY_MS: f64 = 60_000.0;
 pub struct PopAggregator {
     state: State,
     params: PopParams,
+    /// The configured hedge budget (HEDGE_BUDGET_PERCENT / 100), for the metrics.
+    budget_ratio: f64,
+    /// The active probes' settings, and what they probe: (origin name, URL).
+    probes: ProbeParams,
+    probe_targets: Vec<(String, String)>,
+    last_sweep_ms: RefCell<f64>,
     aggregate: RefCell<Option<PopAggregate>>,
     alarm_set: RefCell<bool>,
 }
@@ -76,12 +88,24 @@ impl DurableObject for PopAggregator {
         // Same vars as the Worker, read the same lenient way; a
         // configuration the Worker rejects leaves the aggregator on its
         // defaults (the Worker pushes nothing then).
-        let params = config::parse_lenient(&read_vars(&env))
-            .map(|(p, _)| p.pop.aggregate)
-            .unwrap_or_else(|_| config::defaults().pop.aggregate);
+        let all = config::parse_lenient(&read_vars(&env))
+            .map(|(p, _)| p)
+            .unwrap_or_else(|_| config::defaults());
+        let (params, budget_ratio) = (all.pop.aggregate, all.budget.percent / 100.0);
+        let probes = all.pop.probes.clone();
+        let probe_targets = match &probes.path {
+            Some(path) => (all.origins.iter())
+                .map(|o| (o.name.clone(), format!("{}{path}", o.base_url)))
+                .collect(),
+            None => Vec::new(),
+        };
         Self {
             state,
             params,
+            budget_ratio,
+            probes,
+            probe_targets,
+            last_sweep_ms: RefCell::new(0.0),
             aggregate: RefCell::new(None),
             alarm_set: RefCell::new(false),
         }
@@ -114,6 +138,25 @@ impl DurableObject for PopAggregator {
                 self.ensure_alarm().await;
                 Response::from_bytes(reply.encode()).map(|r| r.with_status(200))
             }
+            (Method::Get, "/metrics") => {
+                let now = worker::Date::now().as_millis() as f64;
+                let accept = req.headers().get("accept").ok().flatten();
+                let format = Format::from_accept(accept.as_deref());
+                let pop = req
+                    .headers()
+                    .get(POP_NAME_HEADER)
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+                let text = self.with_aggregate(|_, aggregate| {
+                    aggregate.metrics_text(format, &pop, self.budget_ratio, now)
+                })?;
+                let mut response = Response::ok(text)?;
+                response
+                    .headers_mut()
+                    .set("content-type", format.content_type())?;
+                Ok(response)
+            }
             (Method::Get, "/stats") => {
                 let now = worker::Date::now().as_millis() as f64;
                 let stats = self.with_aggregate(|_, aggregate| StatsJson {
@@ -130,7 +173,10 @@ impl DurableObject for PopAggregator {
                 404,
                 &ErrorJson {
                     error: "not_found",
-                    message: format!("no {} {path} here; POST /push or GET /stats", req.method()),
+                    message: format!(
+                        "no {} {path} here; POST /push, GET /stats or GET /metrics",
+                        req.method()
+                    ),
                 },
             ),
         }
@@ -138,6 +184,26 @@ impl DurableObject for PopAggregator {
 
     async fn alarm(&self) -> worker::Result<Response> {
         let now = worker::Date::now().as_millis() as f64;
+        *self.alarm_set.borrow_mut() = false;
+        let probes_due = self.with_aggregate(|_, aggregate| aggregate.probes_due(now))?;
+        if probes_due {
+            self.with_aggregate(|_, aggregate| aggregate.probe_round_started(now))?;
+            let results = probe_all(self.probe_targets.clone(), self.probes.timeout_ms).await;
+            let done = worker::Date::now().as_millis() as f64;
+            self.with_aggregate(|_, aggregate| {
+                for (origin, result, latency_ms) in &results {
+                    aggregate.probe_result(origin, *result, *latency_ms, done);
+                }
+            })?;
+        }
+        let sweep_due = now - *self.last_sweep_ms.borrow() >= self.sweep_every_ms();
+        if !sweep_due {
+            if self.with_aggregate(|_, aggregate| aggregate.probing(now))? {
+                self.ensure_alarm().await;
+            }
+            return Response::ok("probed");
+        }
+        *self.last_sweep_ms.borrow_mut() = now;
         let remaining = self.with_aggregate(|sql, aggregate| {
             for (origin, route) in aggregate.sweep(now) {
                 if let Err(e) = sql.exec(
@@ -150,8 +216,8 @@ impl DurableObject for PopAggregator {
             save(sql, aggregate, &[], now);
             aggregate.key_count()
         })?;
-        *self.alarm_set.borrow_mut() = false;
-        if remaining > 0 {
+        let probing = self.with_aggregate(|_, aggregate| aggregate.probing(now))?;
+        if remaining > 0 || probing {
             self.ensure_alarm().await;
         }
         Response::ok("swept")
@@ -159,6 +225,11 @@ impl DurableObject for PopAggregator {
 }
 
 impl PopAggregator {
+    /// How often idle keys are swept.
+    fn sweep_every_ms(&self) -> f64 {
+        SWEEP_EVERY_MS.min(self.params.idle_ms)
+    }
+
     /// Runs `f` on the state, loading it from storage on first use. Storage
     /// calls are synchronous, so no other request runs in between.
     fn with_aggregate<R>(
@@ -168,7 +239,7 @@ impl PopAggregator {
         let sql = self.state.storage().sql();
         let mut slot = self.aggregate.borrow_mut();
         if slot.is_none() {
-            *slot = Some(load(&sql, self.params)?);
+            *slot = Some(load(&sql, self.params)?.with_probes(self.probes.clone()));
         }
         let aggregate = slot.as_mut().ok_or("aggregate state missing")?;
         Ok(f(&sql, aggregate))
@@ -183,7 +254,11 @@ impl PopAggregator {
             *self.alarm_set.borrow_mut() = true;
             return;
         }
-        let offset_ms = SWEEP_EVERY_MS.min(self.params.idle_ms) as i64;
+        let probe_every_ms = match self.probes.path {
+            Some(_) => self.probes.interval_ms,
+            None => f64::INFINITY,
+        };
+        let offset_ms = self.sweep_every_ms().min(probe_every_ms).max(1.0) as i64;
         match storage.set_alarm(offset_ms).await {
             Ok(()) => *self.alarm_set.borrow_mut() = true,
             Err(e) => console_warn!("hedgehog-edge aggregator: setting the alarm: {e}"),

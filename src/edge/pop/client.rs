@@ -12,11 +12,14 @@ use futures::future::{select, Either};
 use futures::FutureExt;
 use worker::js_sys::{Reflect, Uint8Array};
 use worker::wasm_bindgen::JsValue;
-use worker::{console_warn, web_sys, Context, Delay, Env, Method, ObjectNamespace, RequestInit};
+use worker::{
+    console_warn, web_sys, Context, Delay, Env, Headers, Method, ObjectNamespace, RequestInit,
+};
 
 use crate::edge::clock::now_ms;
 use crate::edge::env_vars::POP_BINDING;
 use crate::edge::isolate::{self, Shared};
+use crate::edge::pop::aggregate::POP_NAME_HEADER;
 use hedgehog_core::pop::push::PushReply;
 
 /// Sends `body`, a push the isolate found due, in the background; the
@@ -56,7 +59,7 @@ pub(crate) fn push(
 }
 
 /// The PoP's name: the request's `cf.colo`, if the runtime gives one.
-fn colo(req: &web_sys::Request) -> Option<String> {
+pub(crate) fn colo(req: &web_sys::Request) -> Option<String> {
     let cf = Reflect::get(req, &JsValue::from_str("cf")).ok()?;
     if cf.is_undefined() || cf.is_null() {
         return None;
@@ -73,25 +76,8 @@ async fn send(
     body: Vec<u8>,
     timeout_ms: f64,
 ) -> Result<PushReply, String> {
-    let stub = namespace
-        .id_from_name(name)
-        .and_then(|id| id.get_stub())
-        .map_err(|e| format!("no stub for {name}: {e}"))?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_body(Some(Uint8Array::from(body.as_slice()).into()));
-    let request = worker::Request::new_with_init("https://pop-aggregator/push", &init)
-        .map_err(|e| format!("building the push: {e}"))?;
     let exchange = async move {
-        let mut response = stub
-            .fetch_with_request(request)
-            .await
-            .map_err(|e| format!("unreachable: {e}"))?;
-        let status = response.status_code();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| format!("reading the reply: {e}"))?;
+        let (status, bytes) = ask(namespace, name, Method::Post, "push", Some(body), None).await?;
         if status != 200 {
             let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
             return Err(format!("status {status}: {text}"));
@@ -103,4 +89,44 @@ async fn send(
         Either::Left((result, _)) => result,
         Either::Right(_) => Err(format!("no reply within {timeout_ms} ms")),
     }
+}
+
+/// One exchange with the aggregator named `name`: `method` on `path`, with
+/// `body`, the PoP's name in [`POP_NAME_HEADER`] and `accept` if given; its
+/// status and body. (Pushes and the PoP-scope metrics share it, so the
+/// request-building code is in the Worker once.)
+pub(crate) async fn ask(
+    namespace: &ObjectNamespace,
+    name: &str,
+    method: Method,
+    path: &str,
+    body: Option<Vec<u8>>,
+    accept: Option<&str>,
+) -> Result<(u16, Vec<u8>), String> {
+    let stub = namespace
+        .id_from_name(name)
+        .and_then(|id| id.get_stub())
+        .map_err(|e| format!("no stub for {name}: {e}"))?;
+    let headers = Headers::new();
+    headers
+        .set(POP_NAME_HEADER, name)
+        .and_then(|()| accept.map_or(Ok(()), |a| headers.set("accept", a)))
+        .map_err(|e| format!("building the request: {e}"))?;
+    let mut init = RequestInit::new();
+    init.with_method(method)
+        .with_headers(headers)
+        .with_body(body.map(|b| Uint8Array::from(b.as_slice()).into()));
+    let url = format!("https://pop-aggregator/{path}");
+    let request = worker::Request::new_with_init(&url, &init)
+        .map_err(|e| format!("building the request: {e}"))?;
+    let mut response = stub
+        .fetch_with_request(request)
+        .await
+        .map_err(|e| format!("unreachable: {e}"))?;
+    let status = response.status_code();
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|e| format!("reading the reply: {e}"))?;
+    Ok((status, bytes))
 }

@@ -3,3 +3,6 @@
 
 pub(crate) mod aggregate;
 pub(crate) mod client;
+pub(crate) mod probes;
+
+pub(crate) use client::colo;

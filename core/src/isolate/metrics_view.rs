@@ -1,0 +1,168 @@
+//! The isolate-scope metrics: its counters since it started (every sample
+//! labelled with the isolate's id) and gauges read from its state now.
+
+use super::Isolate;
+use crate::admission::health::BudgetLevel;
+use crate::estimation::delay_plan::RouteDelay;
+use crate::observe::exposition::{write_counts, Exposition, Format, Kind};
+
+/// The isolate's metrics at `now_ms`.
+pub(super) fn metrics_text(isolate: &mut Isolate, format: Format, now_ms: f64) -> String {
+    let mut x = Exposition::new(format, &[("isolate", &isolate.id)]);
+    x.family(
+        "hedgehog_isolate",
+        Kind::Info,
+        "The isolate these figures come from; its counters start at its start time.",
+    );
+    x.sample("hedgehog_isolate_info", &[], 1.0);
+    x.family(
+        "hedgehog_isolate_start_time_seconds",
+        Kind::Gauge,
+        "When the isolate started (Unix time).",
+    );
+    x.sample(
+        "hedgehog_isolate_start_time_seconds",
+        &[],
+        isolate.started_ms / 1000.0,
+    );
+    write_counts(&mut x, &isolate.metrics);
+
+    let h = &mut isolate.hedger;
+    let params = &isolate.params;
+    x.family("hedgehog_hedge_budget_ratio", Kind::Gauge, "The configured hedge budget: hedges allowed per eligible request (HEDGE_BUDGET_PERCENT / 100).");
+    x.sample(
+        "hedgehog_hedge_budget_ratio",
+        &[],
+        params.budget.percent / 100.0,
+    );
+    x.family(
+        "hedgehog_budget_tokens",
+        Kind::Gauge,
+        "Hedges the isolate's budget would allow now.",
+    );
+    x.sample("hedgehog_budget_tokens", &[], h.gate.budget_tokens(now_ms));
+    x.family(
+        "hedgehog_origin_up",
+        Kind::Gauge,
+        "1 while the origin is healthy (takes primaries and hedges), 0 while degraded.",
+    );
+    let mut budget_levels = Vec::new();
+    for (i, o) in params.origins.iter().enumerate() {
+        let snapshot = h.gate.origin_snapshot(i, now_ms);
+        let up = snapshot.is_none_or(|s| s.healthy);
+        x.sample(
+            "hedgehog_origin_up",
+            &[("origin", &o.name)],
+            f64::from(u8::from(up)),
+        );
+        budget_levels.push(snapshot.map_or(BudgetLevel::Full, |s| s.budget));
+    }
+    x.family("hedgehog_origin_hedge_budget", Kind::Gauge, "What the origin's 5xx rate allows hedging to and from it: 1 for the level in force (full, reduced, stopped).");
+    for (o, level) in params.origins.iter().zip(&budget_levels) {
+        for name in ["full", "reduced", "stopped"] {
+            let on = f64::from(u8::from(level.as_str() == name));
+            x.sample(
+                "hedgehog_origin_hedge_budget",
+                &[("origin", &o.name), ("level", name)],
+                on,
+            );
+        }
+    }
+    x.family(
+        "hedgehog_origin_legs_in_flight",
+        Kind::Gauge,
+        "Requests to the origin awaiting an answer.",
+    );
+    for (i, o) in params.origins.iter().enumerate() {
+        let n = h.gate.legs_in_flight(i, now_ms);
+        x.sample(
+            "hedgehog_origin_legs_in_flight",
+            &[("origin", &o.name)],
+            n as f64,
+        );
+    }
+    x.family(
+        "hedgehog_route_hedge_delay_seconds",
+        Kind::Gauge,
+        "The hedge delay a request on the route would get now, by primary origin.",
+    );
+    let keys: Vec<(usize, String)> = h.route_stats.keys().map(|(k, _)| k.clone()).collect();
+    let mut predicted = Vec::new();
+    for (origin, route) in &keys {
+        let RouteDelay { choice, benefit } = h.route_delay(*origin, route, now_ms);
+        let name = params.origins.get(*origin).map_or("?", |o| o.name.as_str());
+        if let Some(choice) = choice {
+            let labels = [
+                ("origin", name),
+                ("route", route.as_str()),
+                ("basis", choice.basis.as_str()),
+            ];
+            x.sample(
+                "hedgehog_route_hedge_delay_seconds",
+                &labels,
+                choice.delay_ms / 1000.0,
+            );
+        }
+        if let Some(b) = benefit {
+            predicted.push((name, route.as_str(), b));
+        }
+    }
+    x.family(
+        "hedgehog_route_predicted_hedge_ratio",
+        Kind::Gauge,
+        "With a delay by predicted benefit: the share of requests expected to be hedged.",
+    );
+    for (origin, route, b) in &predicted {
+        x.sample(
+            "hedgehog_route_predicted_hedge_ratio",
+            &[("origin", origin), ("route", route)],
+            b.hedge_share,
+        );
+    }
+    x.family("hedgehog_route_predicted_tail_seconds", Kind::Gauge, "With a delay by predicted benefit: the mean of the slowest 1% predicted with hedging (hedged=true) and without.");
+    for (origin, route, b) in &predicted {
+        x.sample(
+            "hedgehog_route_predicted_tail_seconds",
+            &[("origin", origin), ("route", route), ("hedged", "true")],
+            b.tail_ms / 1000.0,
+        );
+        x.sample(
+            "hedgehog_route_predicted_tail_seconds",
+            &[("origin", origin), ("route", route), ("hedged", "false")],
+            b.unhedged_tail_ms / 1000.0,
+        );
+    }
+    x.family(
+        "hedgehog_isolate_lag_seconds",
+        Kind::Gauge,
+        "How late the isolate's hedge timers run (a decaying mean): its own event loop's lag.",
+    );
+    x.sample(
+        "hedgehog_isolate_lag_seconds",
+        &[],
+        h.isolate_lag.mean_ms(now_ms) / 1000.0,
+    );
+    x.family("hedgehog_config_errors", Kind::Gauge, "Configuration keys that were invalid and run on their defaults (the stats page names them).");
+    x.sample(
+        "hedgehog_config_errors",
+        &[],
+        isolate.config_errors.len() as f64,
+    );
+    let push = h.pop.counts();
+    x.family(
+        "hedgehog_pop_pushes_sent",
+        Kind::Counter,
+        "Pushes to the PoP aggregator, by outcome.",
+    );
+    x.sample(
+        "hedgehog_pop_pushes_sent_total",
+        &[("outcome", "succeeded")],
+        push.succeeded as f64,
+    );
+    x.sample(
+        "hedgehog_pop_pushes_sent_total",
+        &[("outcome", "failed")],
+        push.failed as f64,
+    );
+    x.finish()
+}

@@ -1,0 +1,356 @@
+//! The metrics as text a Prometheus-compatible scraper takes: OpenMetrics
+//! 1.0 when the scraper asks for it (`Accept: application/openmetrics-text`),
+//! the Prometheus text format 0.0.4 otherwise. Names follow the Prometheus
+//! conventions: a `hedgehog_` prefix, base units (seconds), `_total` on
+//! counters.
+
+use super::metrics::{MetricCounts, BUCKETS_S, LEGS, LEG_OUTCOMES};
+use crate::admission::payoff::CAUSES;
+
+/// Which text format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `application/openmetrics-text; version=1.0.0`.
+    OpenMetrics,
+    /// `text/plain; version=0.0.4`.
+    Prometheus,
+}
+
+impl Format {
+    /// The format an `Accept` header asks for.
+    pub fn from_accept(accept: Option<&str>) -> Self {
+        match accept {
+            Some(a) if a.contains("application/openmetrics-text") => Self::OpenMetrics,
+            _ => Self::Prometheus,
+        }
+    }
+
+    /// Its `Content-Type`.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Self::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
+
+/// A metric family's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Only goes up (samples end in `_total`).
+    Counter,
+    /// Goes up and down.
+    Gauge,
+    /// Buckets, count and sum.
+    Histogram,
+    /// Constant 1 with labels that describe (samples end in `_info`).
+    Info,
+}
+
+/// Writes families and samples; [`Exposition::finish`] gives the text.
+#[derive(Debug)]
+pub struct Exposition {
+    format: Format,
+    out: String,
+    /// Labels every sample carries (the isolate's id, say), already written.
+    common: String,
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A number as both formats write it (`+Inf`, `NaN`; `1.0` style floats).
+fn number(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        // Rounded to the nanosecond: sums of milliseconds / 1000 otherwise
+        // print as 0.10300000000000004.
+        format!("{:?}", (v * 1e9).round() / 1e9)
+    }
+}
+
+impl Exposition {
+    /// Empty; every sample carries `common` labels (name, value).
+    pub fn new(format: Format, common: &[(&str, &str)]) -> Self {
+        let common = common
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+            .collect::<Vec<_>>()
+            .join(",");
+        Self {
+            format,
+            out: String::with_capacity(8 * 1024),
+            common,
+        }
+    }
+
+    /// Starts the family `name` (without `_total` or `_info`).
+    pub fn family(&mut self, name: &str, kind: Kind, help: &str) {
+        let (type_name, kind_name) = match (self.format, kind) {
+            (Format::Prometheus, Kind::Counter) => (format!("{name}_total"), "counter"),
+            (Format::Prometheus, Kind::Info) => (format!("{name}_info"), "gauge"),
+            (_, Kind::Counter) => (name.to_string(), "counter"),
+            (_, Kind::Gauge) => (name.to_string(), "gauge"),
+            (_, Kind::Histogram) => (name.to_string(), "histogram"),
+            (Format::OpenMetrics, Kind::Info) => (name.to_string(), "info"),
+        };
+        self.out.push_str(&format!(
+            "# HELP {type_name} {}\n# TYPE {type_name} {kind_name}\n",
+            help.replace('\\', "\\\\").replace('\n', "\\n")
+        ));
+    }
+
+    /// One sample: the full sample name, its labels and value.
+    pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        self.out.push_str(name);
+        let mut first = true;
+        let mut open = |out: &mut String| {
+            out.push(if first { '{' } else { ',' });
+            first = false;
+        };
+        if !self.common.is_empty() {
+            open(&mut self.out);
+            self.out.push_str(&self.common);
+        }
+        for (k, v) in labels {
+            open(&mut self.out);
+            self.out.push_str(&format!("{k}=\"{}\"", escape(v)));
+        }
+        if !first {
+            self.out.push('}');
+        }
+        self.out.push(' ');
+        self.out.push_str(&number(value));
+        self.out.push('\n');
+    }
+
+    /// The samples of a histogram with `counts` per bucket of [`BUCKETS_S`]
+    /// (+Inf last) and `sum_s`.
+    pub fn histogram(&mut self, name: &str, labels: &[(&str, &str)], counts: &[u64], sum_s: f64) {
+        let mut cumulative = 0u64;
+        for (i, c) in counts.iter().enumerate() {
+            cumulative += c;
+            let le = BUCKETS_S
+                .get(i)
+                .map_or_else(|| "+Inf".to_string(), |b| format!("{b:?}"));
+            let mut with_le: Vec<(&str, &str)> = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample(&format!("{name}_bucket"), &with_le, cumulative as f64);
+        }
+        self.sample(&format!("{name}_count"), labels, cumulative as f64);
+        self.sample(&format!("{name}_sum"), labels, sum_s);
+    }
+
+    /// The text (OpenMetrics ends with `# EOF`).
+    pub fn finish(mut self) -> String {
+        if self.format == Format::OpenMetrics {
+            self.out.push_str("# EOF\n");
+        }
+        self.out
+    }
+}
+
+/// The counter and histogram families of `counts` (both scopes have them).
+pub fn write_counts(x: &mut Exposition, counts: &MetricCounts) {
+    x.family(
+        "hedgehog_requests",
+        Kind::Counter,
+        "Requests that ran a race (proxied, not served from the cache), by route.",
+    );
+    for (route, r) in &counts.routes {
+        x.sample(
+            "hedgehog_requests_total",
+            &[("route", route)],
+            r.requests as f64,
+        );
+    }
+    x.family(
+        "hedgehog_client_errors",
+        Kind::Counter,
+        "Requests answered with a 5xx or without any origin answer, by route.",
+    );
+    for (route, r) in &counts.routes {
+        x.sample(
+            "hedgehog_client_errors_total",
+            &[("route", route)],
+            r.client_errors as f64,
+        );
+    }
+    x.family("hedgehog_hedges", Kind::Counter, "Hedges sent, by route, cause (delay, stall, failure) and outcome (won: its answer was served; lost).");
+    for (route, r) in &counts.routes {
+        for (cause, by_outcome) in CAUSES.iter().zip(r.hedges) {
+            for (outcome, n) in ["won", "lost"].iter().zip(by_outcome) {
+                let labels = [
+                    ("route", route.as_str()),
+                    ("cause", cause.as_str()),
+                    ("outcome", outcome),
+                ];
+                x.sample("hedgehog_hedges_total", &labels, n as f64);
+            }
+        }
+    }
+    x.family("hedgehog_origin_legs", Kind::Counter, "Origin requests, by origin, leg (primary, hedge) and outcome (won, lost, aborted, shed, failed).");
+    for (origin, o) in &counts.origins {
+        for (leg, by_outcome) in LEGS.iter().zip(o.legs) {
+            for (outcome, n) in LEG_OUTCOMES.iter().zip(by_outcome) {
+                let labels = [
+                    ("origin", origin.as_str()),
+                    ("leg", leg),
+                    ("outcome", outcome),
+                ];
+                x.sample("hedgehog_origin_legs_total", &labels, n as f64);
+            }
+        }
+    }
+    x.family(
+        "hedgehog_hedge_skips",
+        Kind::Counter,
+        "Races that sent no hedge, by reason (as in Server-Timing hedge-skip).",
+    );
+    for (reason, n) in &counts.hedge_skips {
+        x.sample(
+            "hedgehog_hedge_skips_total",
+            &[("reason", reason)],
+            *n as f64,
+        );
+    }
+    x.family(
+        "hedgehog_third_attempts",
+        Kind::Counter,
+        "Third attempts sent after the primary and the hedge both failed fast.",
+    );
+    x.sample(
+        "hedgehog_third_attempts_total",
+        &[],
+        counts.third_attempts as f64,
+    );
+    x.family(
+        "hedgehog_origin_work_seconds",
+        Kind::Counter,
+        "Origin time spent on the legs of each route's races.",
+    );
+    for (route, r) in &counts.routes {
+        x.sample(
+            "hedgehog_origin_work_seconds_total",
+            &[("route", route)],
+            r.origin_s,
+        );
+    }
+    x.family(
+        "hedgehog_wasted_origin_work_seconds",
+        Kind::Counter,
+        "Origin time spent on legs cut short (losers, timeouts), by route.",
+    );
+    for (route, r) in &counts.routes {
+        x.sample(
+            "hedgehog_wasted_origin_work_seconds_total",
+            &[("route", route)],
+            r.wasted_origin_s,
+        );
+    }
+    x.family(
+        "hedgehog_request_duration_seconds",
+        Kind::Histogram,
+        "Latency the client saw, from arrival to the answer's headers, by route.",
+    );
+    for (route, r) in &counts.routes {
+        x.histogram(
+            "hedgehog_request_duration_seconds",
+            &[("route", route)],
+            &r.duration.counts,
+            r.duration.sum_s,
+        );
+    }
+    x.family(
+        "hedgehog_origin_leg_duration_seconds",
+        Kind::Histogram,
+        "Time to each origin's answer, per leg that got one.",
+    );
+    for (origin, o) in &counts.origins {
+        x.histogram(
+            "hedgehog_origin_leg_duration_seconds",
+            &[("origin", origin)],
+            &o.leg_duration.counts,
+            o.leg_duration.sum_s,
+        );
+    }
+    x.family(
+        "hedgehog_hedge_delay_seconds",
+        Kind::Histogram,
+        "The hedge delay of each race, by its primary origin.",
+    );
+    for (origin, o) in &counts.origins {
+        x.histogram(
+            "hedgehog_hedge_delay_seconds",
+            &[("origin", origin)],
+            &o.hedge_delay.counts,
+            o.hedge_delay.sum_s,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped_and_numbers_canonical() {
+        let mut x = Exposition::new(Format::OpenMetrics, &[("isolate", "a\"b")]);
+        x.family("hedgehog_x", Kind::Gauge, "help");
+        x.sample("hedgehog_x", &[("route", "/a\\b\nc")], 0.25);
+        x.sample("hedgehog_x", &[], f64::INFINITY);
+        x.sample("hedgehog_x", &[], 3.0);
+        let text = x.finish();
+        assert!(
+            text.contains(r#"hedgehog_x{isolate="a\"b",route="/a\\b\nc"} 0.25"#),
+            "{text}"
+        );
+        assert!(text.contains("} +Inf\n"), "{text}");
+        assert!(text.contains("} 3\n"), "{text}");
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn counters_are_named_as_each_format_wants() {
+        let mut om = Exposition::new(Format::OpenMetrics, &[]);
+        om.family("hedgehog_requests", Kind::Counter, "h");
+        let mut prom = Exposition::new(Format::Prometheus, &[]);
+        prom.family("hedgehog_requests", Kind::Counter, "h");
+        assert!(om.finish().contains("# TYPE hedgehog_requests counter\n"));
+        let prom = prom.finish();
+        assert!(prom.contains("# TYPE hedgehog_requests_total counter\n"));
+        assert!(!prom.contains("# EOF"));
+    }
+
+    #[test]
+    fn histogram_buckets_are_cumulative_and_end_at_inf() {
+        let mut x = Exposition::new(Format::Prometheus, &[]);
+        let mut counts = vec![0; BUCKETS_S.len() + 1];
+        counts[0] = 2;
+        counts[3] = 1;
+        counts[BUCKETS_S.len()] = 1;
+        x.histogram("h", &[], &counts, 1.5);
+        let text = x.finish();
+        assert!(text.contains("h_bucket{le=\"0.005\"} 2\n"), "{text}");
+        assert!(text.contains("h_bucket{le=\"0.05\"} 3\n"), "{text}");
+        assert!(text.contains("h_bucket{le=\"30.0\"} 3\n"), "{text}");
+        assert!(text.contains("h_bucket{le=\"+Inf\"} 4\n"), "{text}");
+        assert!(text.contains("h_count 4\nh_sum 1.5\n"), "{text}");
+    }
+}

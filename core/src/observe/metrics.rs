@@ -1,0 +1,607 @@
+//! The counters and histograms behind `/__hedge/metrics`: what an isolate
+//! counted since it started, and (summed from its pushes) what a PoP counted.
+//!
+//! Counters, not per-request JSON: a request adds to a few numbers in maps
+//! keyed by its route and origins. Labels are bounded: at most
+//! [`MAX_METRIC_ROUTES`] routes (further ones count under [`OTHER_ROUTE`]),
+//! the configured origins, three causes, five leg outcomes and the fixed set
+//! of skip reasons. Pushes carry the difference since the last push
+//! ([`MetricCounts::minus`]); the aggregator adds them up
+//! ([`MetricCounts::merge`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::admission::payoff::CAUSES;
+use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
+
+/// Upper bounds of the latency histograms' buckets, seconds (+Inf follows).
+pub const BUCKETS_S: [f64; 13] = [
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+/// Most routes labelled; further ones count under [`OTHER_ROUTE`].
+pub const MAX_METRIC_ROUTES: usize = 64;
+/// The route label of requests beyond [`MAX_METRIC_ROUTES`].
+pub const OTHER_ROUTE: &str = "_other";
+/// How a leg ended, in the order of [`OriginMetrics::legs`].
+pub const LEG_OUTCOMES: [&str; 5] = ["won", "lost", "aborted", "shed", "failed"];
+/// The legs, in the order of [`OriginMetrics::legs`].
+pub const LEGS: [&str; 2] = ["primary", "hedge"];
+/// Most skip reasons kept (the enum has fewer; a bound for decoded pushes).
+const MAX_SKIP_REASONS: usize = 64;
+/// Most origins kept.
+const MAX_METRIC_ORIGINS: usize = 64;
+/// Longest label value accepted from a push.
+const MAX_LABEL_BYTES: usize = 256;
+
+/// A latency histogram: a count per bucket of [`BUCKETS_S`] plus +Inf (not
+/// cumulative), and the sum of the observations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Histogram {
+    /// Observations per bucket, `BUCKETS_S.len() + 1` of them.
+    pub counts: Vec<u64>,
+    /// Sum of the observations, seconds.
+    pub sum_s: f64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Self {
+            counts: vec![0; BUCKETS_S.len() + 1],
+            sum_s: 0.0,
+        }
+    }
+}
+
+impl Histogram {
+    /// Counts one observation of `seconds` (negative or NaN ones are not
+    /// observations of anything, and are dropped).
+    pub fn observe(&mut self, seconds: f64) {
+        if seconds.is_nan() || seconds < 0.0 {
+            return;
+        }
+        let slot = BUCKETS_S
+            .iter()
+            .position(|&b| seconds <= b)
+            .unwrap_or(BUCKETS_S.len());
+        if let Some(c) = self.counts.get_mut(slot) {
+            *c += 1;
+        }
+        if seconds.is_finite() {
+            self.sum_s += seconds;
+        }
+    }
+
+    /// Observations in all.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    fn merge(&mut self, other: &Histogram) {
+        for (c, o) in self.counts.iter_mut().zip(&other.counts) {
+            *c = c.saturating_add(*o);
+        }
+        self.sum_s += other.sum_s;
+    }
+
+    fn minus(&self, earlier: &Histogram) -> Histogram {
+        Histogram {
+            counts: (self.counts.iter().zip(&earlier.counts))
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect(),
+            sum_s: (self.sum_s - earlier.sum_s).max(0.0),
+        }
+    }
+
+    fn is_valid(&self) -> bool {
+        self.counts.len() == BUCKETS_S.len() + 1 && self.sum_s.is_finite() && self.sum_s >= 0.0
+    }
+}
+
+/// One route's requests.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RouteMetrics {
+    /// Requests that ran a race (proxied, not served from the cache).
+    pub requests: u64,
+    /// Of those, answered with a 5xx or without an origin answer.
+    pub client_errors: u64,
+    /// Hedges by cause (in [`CAUSES`] order) and outcome (won, lost).
+    pub hedges: [[u64; 2]; 3],
+    /// Latency as the client saw it (from arrival to the answer's headers).
+    pub duration: Histogram,
+    /// Origin time on legs cut short, and on all legs, seconds.
+    pub wasted_origin_s: f64,
+    /// Origin time on all legs, seconds.
+    pub origin_s: f64,
+}
+
+/// One origin's legs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OriginMetrics {
+    /// Legs by role (primary, hedge) and outcome (in [`LEG_OUTCOMES`] order).
+    pub legs: [[u64; 5]; 2],
+    /// Time to an answer of each leg that got one.
+    pub leg_duration: Histogram,
+    /// The hedge delay of the races it was the primary of.
+    pub hedge_delay: Histogram,
+}
+
+/// Everything counted: per route, per origin, and why hedges were skipped.
+/// On the wire and in storage it is a [`MetricsWire`] (flat lists of
+/// numbers: serde's derived code for nested maps and arrays costs the
+/// Worker tens of KB).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "MetricsWire", into = "MetricsWire")]
+pub struct MetricCounts {
+    /// Per route key (or route policy name).
+    pub routes: BTreeMap<String, RouteMetrics>,
+    /// Per origin name.
+    pub origins: BTreeMap<String, OriginMetrics>,
+    /// Requests whose race sent no hedge, by reason.
+    pub hedge_skips: BTreeMap<String, u64>,
+    /// Third attempts sent.
+    pub third_attempts: u64,
+}
+
+/// [`MetricCounts`] as pushed and stored: per route and per origin its
+/// numbers in a fixed order (see `route_numbers` / `origin_numbers`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct MetricsWire {
+    routes: Vec<(String, Vec<f64>)>,
+    origins: Vec<(String, Vec<f64>)>,
+    skips: Vec<(String, u64)>,
+    third_attempts: u64,
+}
+
+/// Numbers per route on the wire: requests, client errors, 6 hedge
+/// counts, wasted and all origin seconds, the duration's sum and buckets.
+const ROUTE_NUMBERS: usize = 11 + BUCKETS_S.len() + 1;
+/// Numbers per origin: 10 leg counts, then each histogram's sum and buckets.
+const ORIGIN_NUMBERS: usize = 10 + 2 * (1 + BUCKETS_S.len() + 1);
+
+fn histogram_from(numbers: &[f64]) -> Histogram {
+    Histogram {
+        sum_s: numbers.first().copied().unwrap_or(f64::NAN),
+        counts: numbers.iter().skip(1).map(|&n| n as u64).collect(),
+    }
+}
+
+impl From<MetricCounts> for MetricsWire {
+    fn from(m: MetricCounts) -> Self {
+        let histogram = |out: &mut Vec<f64>, h: &Histogram| {
+            out.push(h.sum_s);
+            out.extend(h.counts.iter().map(|&c| c as f64));
+        };
+        let routes = (m.routes.iter())
+            .map(|(name, r)| {
+                let mut n = vec![r.requests as f64, r.client_errors as f64];
+                n.extend(r.hedges.iter().flatten().map(|&c| c as f64));
+                n.extend([r.wasted_origin_s, r.origin_s]);
+                histogram(&mut n, &r.duration);
+                (name.clone(), n)
+            })
+            .collect();
+        let origins = (m.origins.iter())
+            .map(|(name, o)| {
+                let mut n: Vec<f64> = o.legs.iter().flatten().map(|&c| c as f64).collect();
+                histogram(&mut n, &o.leg_duration);
+                histogram(&mut n, &o.hedge_delay);
+                (name.clone(), n)
+            })
+            .collect();
+        MetricsWire {
+            routes,
+            origins,
+            skips: m.hedge_skips.into_iter().collect(),
+            third_attempts: m.third_attempts,
+        }
+    }
+}
+
+impl From<MetricsWire> for MetricCounts {
+    /// Malformed lists give malformed counts, which [`MetricCounts::check`]
+    /// refuses (a wrong length leaves a histogram of the wrong size).
+    fn from(w: MetricsWire) -> Self {
+        let mut m = MetricCounts::default();
+        for (name, n) in w.routes {
+            let mut hedges = [[0u64; 2]; 3];
+            for (slot, v) in hedges.iter_mut().flatten().zip(n.iter().skip(2)) {
+                *slot = *v as u64;
+            }
+            let at = |i: usize| n.get(i).copied().unwrap_or(f64::NAN);
+            let duration = if n.len() == ROUTE_NUMBERS {
+                histogram_from(&n[10..])
+            } else {
+                Histogram {
+                    counts: Vec::new(),
+                    sum_s: 0.0,
+                }
+            };
+            m.routes.insert(
+                name,
+                RouteMetrics {
+                    requests: at(0) as u64,
+                    client_errors: at(1) as u64,
+                    hedges,
+                    wasted_origin_s: at(8),
+                    origin_s: at(9),
+                    duration,
+                },
+            );
+        }
+        for (name, n) in w.origins {
+            let mut legs = [[0u64; 5]; 2];
+            for (slot, v) in legs.iter_mut().flatten().zip(&n) {
+                *slot = *v as u64;
+            }
+            let half = 1 + BUCKETS_S.len() + 1;
+            let (leg_duration, hedge_delay) = if n.len() == ORIGIN_NUMBERS {
+                (
+                    histogram_from(&n[10..10 + half]),
+                    histogram_from(&n[10 + half..]),
+                )
+            } else {
+                let bad = Histogram {
+                    counts: Vec::new(),
+                    sum_s: 0.0,
+                };
+                (bad.clone(), bad)
+            };
+            m.origins.insert(
+                name,
+                OriginMetrics {
+                    legs,
+                    leg_duration,
+                    hedge_delay,
+                },
+            );
+        }
+        // Inserted one by one: collecting into a BTreeMap links in a stable sort.
+        for (reason, n) in w.skips {
+            m.hedge_skips.insert(reason, n);
+        }
+        m.third_attempts = w.third_attempts;
+        m
+    }
+}
+
+/// A leg's outcome slot in [`LEG_OUTCOMES`].
+fn leg_outcome(record: &LegRecord, role: Leg, won: bool) -> usize {
+    let shed = role == Leg::Hedge && matches!(record.status, Some(409 | 425 | 429 | 503));
+    match record.status {
+        _ if won => 0,
+        _ if record.aborted => 2,
+        _ if shed => 3,
+        Some(s) if s < 500 => 1,
+        _ => 4,
+    }
+}
+
+impl MetricCounts {
+    /// Counts one finished race on `route` (the client got its answer
+    /// `total_ms` after it arrived; `client_error` as the stats count it).
+    pub fn record(
+        &mut self,
+        origin_names: &[String],
+        state: &RaceState,
+        client_error: bool,
+        total_ms: f64,
+        now_ms: f64,
+    ) {
+        let route_name = if self.routes.len() < MAX_METRIC_ROUTES
+            || self.routes.contains_key(&state.plan.route)
+        {
+            state.plan.route.as_str()
+        } else {
+            OTHER_ROUTE
+        };
+        let route = match self.routes.get_mut(route_name) {
+            Some(r) => r,
+            None => self.routes.entry(route_name.to_string()).or_default(),
+        };
+        route.requests += 1;
+        route.client_errors += u64::from(client_error);
+        route.duration.observe(total_ms / 1000.0);
+        let summary = state.summary(client_error, now_ms);
+        route.wasted_origin_s += summary.wasted_ms.max(0.0) / 1000.0;
+        route.origin_s += summary.origin_ms.max(0.0) / 1000.0;
+        if let (true, Some(cause)) = (summary.hedge_sent, summary.hedge_cause) {
+            if let Some(slot) = CAUSES.iter().position(|c| *c == cause) {
+                route.hedges[slot][usize::from(!summary.hedge_won)] += 1;
+            }
+        }
+        if let Some(reason) = state.no_hedge.map(|r| r.as_str()) {
+            match self.hedge_skips.get_mut(reason) {
+                Some(n) => *n += 1,
+                None => {
+                    self.hedge_skips.insert(reason.to_string(), 1);
+                }
+            }
+        }
+        self.third_attempts += u64::from(state.third_attempt_sent());
+        let winner = state
+            .end
+            .and_then(RaceEnd::kept_leg)
+            .filter(|_| matches!(state.end, Some(RaceEnd::Won(_))));
+        let failed_hedge = state.failed_hedge.iter().map(|r| (Leg::Hedge, r, false));
+        let legs = [Leg::Primary, Leg::Hedge]
+            .into_iter()
+            .map(|leg| (leg, state.leg(leg), winner == Some(leg)))
+            .chain(failed_hedge);
+        for (role, record, won) in legs {
+            if record.started_ms.is_none() {
+                continue;
+            }
+            let Some(name) = origin_names.get(record.origin) else {
+                continue;
+            };
+            let Some(origin) = self.origin_mut(name) else {
+                continue;
+            };
+            origin.legs[role.index()][leg_outcome(record, role, won)] += 1;
+            if let (Some(_), false) = (record.status, record.aborted) {
+                if let Some(ms) = record.elapsed_ms(now_ms) {
+                    origin.leg_duration.observe(ms / 1000.0);
+                }
+            }
+        }
+        if let (Some(choice), Some(name)) = (state.plan.delay, origin_names.get(state.plan.primary))
+        {
+            if let Some(origin) = self.origin_mut(name) {
+                origin.hedge_delay.observe(choice.delay_ms / 1000.0);
+            }
+        }
+    }
+
+    /// The origin's entry; a key is allocated only on its first use (a
+    /// request's hot path allocates nothing here).
+    fn origin_mut(&mut self, name: &str) -> Option<&mut OriginMetrics> {
+        if !self.origins.contains_key(name) {
+            self.origins
+                .insert(name.to_string(), OriginMetrics::default());
+        }
+        self.origins.get_mut(name)
+    }
+
+    /// Adds `other` (a push's counts) into these, within the bounds: routes
+    /// past [`MAX_METRIC_ROUTES`] add into [`OTHER_ROUTE`].
+    pub fn merge(&mut self, other: &MetricCounts) {
+        for (name, r) in &other.routes {
+            let key = if self.routes.len() < MAX_METRIC_ROUTES || self.routes.contains_key(name) {
+                name.as_str()
+            } else {
+                OTHER_ROUTE
+            };
+            let mine = self.routes.entry(key.to_string()).or_default();
+            mine.requests = mine.requests.saturating_add(r.requests);
+            mine.client_errors = mine.client_errors.saturating_add(r.client_errors);
+            for (m, o) in mine
+                .hedges
+                .iter_mut()
+                .flatten()
+                .zip(r.hedges.iter().flatten())
+            {
+                *m = m.saturating_add(*o);
+            }
+            mine.duration.merge(&r.duration);
+            mine.wasted_origin_s += r.wasted_origin_s;
+            mine.origin_s += r.origin_s;
+        }
+        for (name, o) in &other.origins {
+            if self.origins.len() >= MAX_METRIC_ORIGINS && !self.origins.contains_key(name) {
+                continue;
+            }
+            let Some(mine) = self.origin_mut(name) else {
+                continue;
+            };
+            for (m, x) in mine.legs.iter_mut().flatten().zip(o.legs.iter().flatten()) {
+                *m = m.saturating_add(*x);
+            }
+            mine.leg_duration.merge(&o.leg_duration);
+            mine.hedge_delay.merge(&o.hedge_delay);
+        }
+        for (reason, n) in &other.hedge_skips {
+            if self.hedge_skips.len() < MAX_SKIP_REASONS || self.hedge_skips.contains_key(reason) {
+                let mine = self.hedge_skips.entry(reason.clone()).or_default();
+                *mine = mine.saturating_add(*n);
+            }
+        }
+        self.third_attempts = self.third_attempts.saturating_add(other.third_attempts);
+    }
+
+    /// What was counted since `earlier` (a copy of these counts taken at
+    /// the last push); only keys that moved.
+    pub fn minus(&self, earlier: &MetricCounts) -> MetricCounts {
+        let mut out = MetricCounts::default();
+        for (name, r) in &self.routes {
+            let e = earlier.routes.get(name).cloned().unwrap_or_default();
+            if r.requests == e.requests {
+                continue;
+            }
+            let mut hedges = [[0; 2]; 3];
+            for ((d, a), b) in hedges
+                .iter_mut()
+                .flatten()
+                .zip(r.hedges.iter().flatten())
+                .zip(e.hedges.iter().flatten())
+            {
+                *d = a.saturating_sub(*b);
+            }
+            out.routes.insert(
+                name.clone(),
+                RouteMetrics {
+                    requests: r.requests - e.requests,
+                    client_errors: r.client_errors.saturating_sub(e.client_errors),
+                    hedges,
+                    duration: r.duration.minus(&e.duration),
+                    wasted_origin_s: (r.wasted_origin_s - e.wasted_origin_s).max(0.0),
+                    origin_s: (r.origin_s - e.origin_s).max(0.0),
+                },
+            );
+        }
+        for (name, o) in &self.origins {
+            let e = earlier.origins.get(name).cloned().unwrap_or_default();
+            if *o == e {
+                continue;
+            }
+            let mut legs = [[0; 5]; 2];
+            for ((d, a), b) in legs
+                .iter_mut()
+                .flatten()
+                .zip(o.legs.iter().flatten())
+                .zip(e.legs.iter().flatten())
+            {
+                *d = a.saturating_sub(*b);
+            }
+            out.origins.insert(
+                name.clone(),
+                OriginMetrics {
+                    legs,
+                    leg_duration: o.leg_duration.minus(&e.leg_duration),
+                    hedge_delay: o.hedge_delay.minus(&e.hedge_delay),
+                },
+            );
+        }
+        for (reason, n) in &self.hedge_skips {
+            let d = n.saturating_sub(earlier.hedge_skips.get(reason).copied().unwrap_or(0));
+            if d > 0 {
+                out.hedge_skips.insert(reason.clone(), d);
+            }
+        }
+        out.third_attempts = self.third_attempts.saturating_sub(earlier.third_attempts);
+        out
+    }
+
+    /// Whether nothing was counted.
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+            && self.origins.is_empty()
+            && self.hedge_skips.is_empty()
+            && self.third_attempts == 0
+    }
+
+    /// Why counts decoded from a push cannot be merged, if they cannot.
+    pub fn check(&self) -> Result<(), String> {
+        let label = |s: &str| s.len() <= MAX_LABEL_BYTES;
+        if self.routes.len() > MAX_METRIC_ROUTES + 1
+            || self.origins.len() > MAX_METRIC_ORIGINS
+            || self.hedge_skips.len() > MAX_SKIP_REASONS
+        {
+            return Err("metrics: too many routes, origins or skip reasons".into());
+        }
+        for (name, r) in &self.routes {
+            let finite = r.wasted_origin_s.is_finite()
+                && r.origin_s.is_finite()
+                && r.wasted_origin_s >= 0.0
+                && r.origin_s >= 0.0;
+            if !label(name) || !r.duration.is_valid() || !finite {
+                return Err(format!("metrics: route {name:?} is malformed"));
+            }
+        }
+        for (name, o) in &self.origins {
+            if !label(name) || !o.leg_duration.is_valid() || !o.hedge_delay.is_valid() {
+                return Err(format!("metrics: origin {name:?} is malformed"));
+            }
+        }
+        if !self.hedge_skips.keys().all(|k| label(k)) {
+            return Err("metrics: a skip reason is too long".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_histogram_puts_each_observation_in_its_bucket() {
+        let mut h = Histogram::default();
+        for s in [0.001, 0.005, 0.006, 0.2, 31.0, f64::NAN, -1.0] {
+            h.observe(s);
+        }
+        assert_eq!(h.count(), 5);
+        assert_eq!(h.counts[0], 2, "le 0.005 is inclusive");
+        assert_eq!(h.counts[1], 1);
+        assert_eq!(h.counts[6], 1, "0.2 s is under 0.25");
+        assert_eq!(h.counts[BUCKETS_S.len()], 1, "past the last bound: +Inf");
+        assert!((h.sum_s - 31.212).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_difference_since_a_push_merges_back_to_the_total() {
+        let mut total = MetricCounts::default();
+        let r = total.routes.entry("/a".into()).or_default();
+        r.requests = 10;
+        r.hedges[0] = [2, 1];
+        r.duration.observe(0.04);
+        *total.hedge_skips.entry("budget".into()).or_default() += 3;
+        let pushed = total.clone();
+        let r = total.routes.get_mut("/a").unwrap();
+        r.requests = 15;
+        r.hedges[0] = [4, 1];
+        r.duration.observe(0.3);
+        total.routes.entry("/b".into()).or_default().requests = 1;
+        let delta = total.minus(&pushed);
+        assert_eq!(delta.routes["/a"].requests, 5);
+        assert_eq!(delta.routes["/a"].hedges[0], [2, 0]);
+        assert_eq!(delta.routes["/a"].duration.count(), 1);
+        assert!(delta.hedge_skips.is_empty(), "unchanged keys are left out");
+        let mut pop = pushed.clone();
+        pop.merge(&delta);
+        assert_eq!(pop, total);
+        assert!(delta.check().is_ok());
+    }
+
+    #[test]
+    fn counts_travel_as_flat_lists_and_come_back_the_same() {
+        let mut m = MetricCounts::default();
+        let r = m.routes.entry("/a".into()).or_default();
+        r.requests = 7;
+        r.hedges[2] = [1, 3];
+        r.wasted_origin_s = 0.5;
+        r.duration.observe(0.07);
+        let o = m.origins.entry("o".into()).or_default();
+        o.legs[1][3] = 2;
+        o.hedge_delay.observe(0.09);
+        m.hedge_skips.insert("budget".into(), 4);
+        m.third_attempts = 1;
+        let json = serde_json::to_string(&m).unwrap();
+        let back: MetricCounts = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, m);
+        assert!(back.check().is_ok());
+        let short = json.replacen("[7.0,", "[", 1);
+        let bad: MetricCounts = serde_json::from_str(&short).unwrap();
+        assert!(
+            bad.check().is_err(),
+            "a list of the wrong length is refused"
+        );
+    }
+
+    #[test]
+    fn routes_past_the_bound_share_one_label() {
+        let mut pop = MetricCounts::default();
+        for i in 0..(MAX_METRIC_ROUTES + 10) {
+            let mut one = MetricCounts::default();
+            one.routes.entry(format!("/r{i}")).or_default().requests = 1;
+            pop.merge(&one);
+        }
+        assert_eq!(pop.routes.len(), MAX_METRIC_ROUTES + 1);
+        assert_eq!(pop.routes[OTHER_ROUTE].requests, 10);
+    }
+
+    #[test]
+    fn malformed_counts_are_refused() {
+        let mut bad = MetricCounts::default();
+        bad.routes.entry("/a".into()).or_default().duration.counts = vec![1];
+        assert!(bad.check().is_err());
+        let mut bad = MetricCounts::default();
+        bad.routes.entry("/a".into()).or_default().origin_s = f64::INFINITY;
+        assert!(bad.check().is_err());
+        let mut bad = MetricCounts::default();
+        bad.origins
+            .insert("x".repeat(300), OriginMetrics::default());
+        assert!(bad.check().is_err());
+    }
+}

@@ -1,0 +1,219 @@
+// The live dashboard: asks for the stats token once (kept for the tab's
+// session), then every few seconds reads the PoP's metrics (falling back to
+// the answering isolate's when no aggregator is bound), turns counters into
+// rates between two scrapes and draws them with uPlot.
+import uPlot from "uplot";
+import "uplot/dist/uPlot.min.css";
+import { parseText, histogramQuantile, sum, series } from "./metrics-text.js";
+
+const REFRESH_MS = Number(new URLSearchParams(location.search).get("refresh_ms")) || 3000;
+const POINTS = 100;
+const base = location.pathname.replace(/\/dashboard$/, "");
+const $ = (id) => document.getElementById(id);
+
+let token = sessionStorage.getItem("hedgehog-token") || "";
+let previous = null;
+const history = { t: [], rps: [], hedgeShare: [], budget: [], winShare: [], p50: [], p99: [], legP50: [], legP99: [] };
+const charts = {};
+
+function chart(id, title, seriesDefs, yLabel) {
+  const el = $(id);
+  const opts = {
+    title,
+    width: Math.max(320, el.clientWidth || 560),
+    height: 220,
+    scales: { x: { time: true } },
+    axes: [{}, { label: yLabel, size: 60 }],
+    series: [{}, ...seriesDefs],
+  };
+  charts[id] = new uPlot(opts, [[], ...seriesDefs.map(() => [])], el);
+}
+
+function setupCharts() {
+  chart("chart-rps", "Requests per second (PoP)", [{ label: "requests/s", stroke: "#2563eb", width: 2 }], "req/s");
+  chart(
+    "chart-hedges",
+    "Hedges: share of requests against the budget, and wins",
+    [
+      { label: "hedged %", stroke: "#d97706", width: 2 },
+      { label: "budget %", stroke: "#dc2626", dash: [6, 4] },
+      { label: "hedges won %", stroke: "#16a34a" },
+    ],
+    "%",
+  );
+  chart(
+    "chart-latency",
+    "Latency: what clients saw against the origins' answers",
+    [
+      { label: "client p50 ms", stroke: "#2563eb" },
+      { label: "client p99 ms", stroke: "#1e3a8a", width: 2 },
+      { label: "origin legs p50 ms", stroke: "#a3a3a3" },
+      { label: "origin legs p99 ms", stroke: "#525252", width: 2 },
+    ],
+    "ms",
+  );
+}
+
+function push(key, value) {
+  history[key].push(value);
+  if (history[key].length > POINTS) history[key].shift();
+}
+
+const fmt = (v, digits = 1) => (v == null || Number.isNaN(v) ? "–" : Number(v).toFixed(digits));
+
+async function scrape(scope) {
+  const url = `${base}/metrics${scope === "pop" ? "?scope=pop" : ""}`;
+  const res = await fetch(url, { headers: { authorization: `Bearer ${token}` }, cache: "no-store" });
+  if (res.status === 401) throw Object.assign(new Error("the token was refused"), { unauthorized: true });
+  if (!res.ok) throw Object.assign(new Error(`${url}: ${res.status}`), { status: res.status });
+  return parseText(await res.text());
+}
+
+async function stats() {
+  const res = await fetch(`${base}/stats`, { headers: { authorization: `Bearer ${token}` }, cache: "no-store" });
+  return res.ok ? res.json() : null;
+}
+
+async function refresh() {
+  let scope = "pop";
+  let m;
+  try {
+    m = await scrape("pop");
+  } catch (e) {
+    if (e.unauthorized) return askForToken(e.message);
+    if (e.status !== 503) throw e;
+    scope = "isolate";
+    m = await scrape("isolate");
+  }
+  const own = scope === "pop" ? await scrape("isolate") : m;
+  const isolateStats = await stats();
+  const now = Date.now() / 1000;
+  $("scope").textContent = scope === "pop" ? "the PoP (every isolate, from the aggregator)" : "this isolate only (no PoP aggregator bound)";
+  const requests = sum(m, "hedgehog_requests_total");
+  const hedges = sum(m, "hedgehog_hedges_total");
+  const won = sum(m, "hedgehog_hedges_total", { outcome: "won" });
+  const errors = sum(m, "hedgehog_client_errors_total");
+  $("total-requests").textContent = String(requests);
+  $("total-hedges").textContent = String(hedges);
+  $("total-won").textContent = String(won);
+  $("total-errors").textContent = String(errors);
+  const budget = 100 * (sum(own, "hedgehog_hedge_budget_ratio") || 0);
+  $("budget").textContent = fmt(budget, 0);
+  if (previous) {
+    const dt = Math.max(now - previous.t, 1e-3);
+    const dReq = requests - previous.requests;
+    const dHedges = hedges - previous.hedges;
+    push("t", now);
+    push("rps", dReq / dt);
+    push("hedgeShare", dReq > 0 ? (100 * dHedges) / dReq : 0);
+    push("budget", budget);
+    push("winShare", dHedges > 0 ? (100 * (won - previous.won)) / dHedges : null);
+    const client = histogramQuantile.between(m, previous.m, "hedgehog_request_duration_seconds");
+    const legs = histogramQuantile.between(m, previous.m, "hedgehog_origin_leg_duration_seconds");
+    push("p50", client(0.5) * 1000);
+    push("p99", client(0.99) * 1000);
+    push("legP50", legs(0.5) * 1000);
+    push("legP99", legs(0.99) * 1000);
+    charts["chart-rps"].setData([history.t, history.rps]);
+    charts["chart-hedges"].setData([history.t, history.hedgeShare, history.budget, history.winShare]);
+    charts["chart-latency"].setData([history.t, history.p50, history.p99, history.legP50, history.legP99]);
+    renderOrigins(m, previous.m);
+  }
+  renderRoutes(own);
+  renderErrors(isolateStats);
+  previous = { t: now, requests, hedges, won, m };
+  $("updated").textContent = new Date().toLocaleTimeString();
+  $("updated").dataset.refreshes = String(Number($("updated").dataset.refreshes || 0) + 1);
+}
+
+function renderOrigins(m, before) {
+  const rows = [];
+  const names = [...new Set(series(m, "hedgehog_origin_legs_total").map((s) => s.labels.origin))].sort();
+  const primaries = (x, origin) => sum(x, "hedgehog_origin_legs_total", { leg: "primary", ...(origin ? { origin } : {}) });
+  const allPrimaries = primaries(m) - primaries(before);
+  for (const origin of names) {
+    const legs = histogramQuantile.between(m, before, "hedgehog_origin_leg_duration_seconds", { origin });
+    const share = allPrimaries > 0 ? (100 * (primaries(m, origin) - primaries(before, origin))) / allPrimaries : null;
+    const ratio = series(m, "hedgehog_origin_5xx_ratio").find((s) => s.labels.origin === origin);
+    const up = series(m, "hedgehog_origin_up").find((s) => s.labels.origin === origin);
+    const probe = series(m, "hedgehog_origin_probe_up").find((s) => s.labels.origin === origin);
+    rows.push(
+      `<tr data-origin="${escapeHtml(origin)}"><td>${escapeHtml(origin)}</td>` +
+        `<td>${up ? (up.value ? "up" : "degraded") : ratio ? (ratio.value > 0.2 ? "erroring" : "ok") : "–"}</td>` +
+        `<td>${ratio ? fmt(100 * ratio.value, 1) : "–"}</td>` +
+        `<td>${probe ? (probe.value ? "passing" : "failing") : "–"}</td>` +
+        `<td>${fmt(legs(0.5) * 1000)}</td><td>${fmt(legs(0.99) * 1000)}</td><td>${fmt(share, 0)}</td></tr>`,
+    );
+  }
+  $("origins").innerHTML = rows.join("");
+}
+
+function renderRoutes(own) {
+  const delays = series(own, "hedgehog_route_hedge_delay_seconds");
+  const predicted = series(own, "hedgehog_route_predicted_hedge_ratio");
+  const tails = series(own, "hedgehog_route_predicted_tail_seconds");
+  $("routes").innerHTML = delays
+    .map((d) => {
+      const { origin, route, basis } = d.labels;
+      const same = (s) => s.labels.origin === origin && s.labels.route === route;
+      const share = predicted.find(same);
+      const hedged = tails.find((s) => same(s) && s.labels.hedged === "true");
+      const unhedged = tails.find((s) => same(s) && s.labels.hedged === "false");
+      return (
+        `<tr><td>${escapeHtml(route)}</td><td>${escapeHtml(origin)}</td><td>${fmt(d.value * 1000)}</td><td>${escapeHtml(basis)}</td>` +
+        `<td>${share ? fmt(100 * share.value) : "–"}</td><td>${hedged ? fmt(hedged.value * 1000) : "–"}</td><td>${unhedged ? fmt(unhedged.value * 1000) : "–"}</td></tr>`
+      );
+    })
+    .join("");
+}
+
+function renderErrors(s) {
+  const errors = s?.recent_errors ?? [];
+  $("errors").innerHTML = errors.length
+    ? errors
+        .slice()
+        .reverse()
+        .map(
+          (e) =>
+            `<tr><td>${new Date(e.at_ms).toLocaleTimeString()}</td><td>${escapeHtml(e.route)}</td><td>${e.status ?? "–"}</td><td>${escapeHtml(e.what)}</td><td>${escapeHtml(e.origin ?? "")}</td></tr>`,
+        )
+        .join("")
+    : `<tr><td colspan="5">none since this isolate started</td></tr>`;
+}
+
+function escapeHtml(s) {
+  return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+
+function askForToken(message) {
+  $("login").hidden = false;
+  $("board").hidden = true;
+  $("login-message").textContent = message || "";
+  stop();
+}
+
+let timer = null;
+function stop() {
+  if (timer) clearInterval(timer);
+  timer = null;
+}
+function start() {
+  $("login").hidden = true;
+  $("board").hidden = false;
+  if (!charts["chart-rps"]) setupCharts();
+  const tick = () =>
+    refresh().catch((e) => {
+      $("status").textContent = `last refresh failed: ${e.message}`;
+    });
+  tick();
+  timer = setInterval(tick, REFRESH_MS);
+}
+
+$("login").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  token = $("token").value.trim();
+  sessionStorage.setItem("hedgehog-token", token);
+  start();
+});
+if (token) start();
+else askForToken("");

@@ -1,0 +1,130 @@
+// The dashboard in a real headless Chromium (Debian's, driven by
+// puppeteer-core): with traffic flowing through the Worker and the PoP
+// aggregator bound, the page asks for the token, draws its charts, and the
+// totals it shows are the PoP-scope metrics endpoint's. Saves a screenshot
+// (test-results/dashboard.png).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import puppeteer from "puppeteer-core";
+import { origins, popAggregator } from "./support/worker.mjs";
+import { origin, worker } from "./support/harness.mjs";
+import { parseMetrics } from "./support/metrics.mjs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const TOKEN = "test-token-0123456789abcdef";
+const chromium = execFileSync("bash", ["-c", "command -v chromium"], { encoding: "utf8" }).trim();
+
+test("the dashboard shows the PoP's figures, charts them, and asks for the token", async () => {
+  // A heavy tail the budget can hedge: 1 request in 20 takes 300 ms.
+  let n = 0;
+  const slowEvery = (k) => ({ delayMs: k % 20 === 0 ? 300 : 5 + (k % 7) });
+  const a = await origin("a", () => slowEvery(n++));
+  const b = await origin("b", () => slowEvery(n++));
+  const w = await worker(
+    {
+      HEDGE_ORIGINS: origins(a, b),
+      HEDGE_STATS_TOKEN: TOKEN,
+      HEDGE_CACHE: "false",
+      HEDGE_MODE: "static",
+      HEDGE_STATIC_DELAY_MS: "60",
+      HEDGE_POP_PUSH_EVERY_REQUESTS: "1",
+      HEDGE_POP_PUSH_INTERVAL_MS: "100",
+    },
+    popAggregator(),
+  );
+  // Open-loop traffic over real HTTP, 50 requests a second, until stopped.
+  let sending = true;
+  const inFlight = new Set();
+  let sent = 0;
+  const traffic = (async () => {
+    while (sending) {
+      const p = fetch(`${w.url}/api/item/${sent++}`).then((r) => r.arrayBuffer()).catch(() => {});
+      inFlight.add(p);
+      p.finally(() => inFlight.delete(p));
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+
+  const browser = await puppeteer.launch({
+    executablePath: chromium,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+  });
+  try {
+    const page = await browser.newPage();
+    await page.setViewport({ width: 1280, height: 1000 });
+    const pageErrors = [];
+    page.on("pageerror", (e) => pageErrors.push(String(e)));
+    const res = await page.goto(`${w.url}/__hedge/dashboard?refresh_ms=500`);
+    assert.equal(res.status(), 200);
+    assert.match(res.headers()["content-security-policy"], /default-src 'none'/);
+    // It asks for the token before it shows anything.
+    await page.waitForSelector("#login:not([hidden])");
+    assert.equal(await page.$eval("#board", (el) => el.hidden), true);
+    await page.type("#token", "wrong-token-0123456789abcdef");
+    await page.click("#login button");
+    await page.waitForFunction(() => document.querySelector("#login-message").textContent.includes("refused"));
+    await page.$eval("#token", (el) => (el.value = ""));
+    await page.type("#token", TOKEN);
+    await page.click("#login button");
+    // Charts drawn and several refreshes with traffic behind them.
+    await page.waitForFunction(() => Number(document.querySelector("#updated").dataset.refreshes) >= 4, { timeout: 20_000 });
+    assert.equal(await page.$$eval(".uplot canvas", (els) => els.length), 3);
+    assert.match(await page.$eval("#scope", (el) => el.textContent), /PoP/);
+
+    // While traffic flows, every origin has its row with its latency and
+    // share of primaries over the last refresh.
+    await page.waitForFunction(
+      () => [...document.querySelectorAll("#origins tr")].length === 2 && [...document.querySelectorAll("#origins tr")].every((tr) => tr.children[6].textContent !== "–"),
+      { timeout: 10_000 },
+    );
+    const rows = await page.$$eval("#origins tr", (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+    assert.deepEqual(rows.map((r) => r[0]), ["a", "b"]);
+    assert.ok(rows.every((r) => Number(r[4]) > 0 && Number(r[4]) < 300), JSON.stringify(rows));
+    mkdirSync(path.join(root, "test-results"), { recursive: true });
+    await page.screenshot({ path: path.join(root, "test-results", "dashboard.png"), fullPage: true });
+
+    // Stop the traffic and let every push land; the PoP's counters then stand still.
+    sending = false;
+    await traffic;
+    await Promise.all([...inFlight]);
+    const scrape = async () => {
+      const r = await fetch(`${w.url}/__hedge/metrics?scope=pop`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      return parseMetrics(await r.text(), "prometheus");
+    };
+    // Pushes run after each response (waitUntil): wait until two scrapes agree.
+    let m = await scrape();
+    for (let tries = 0; tries < 40; tries++) {
+      await new Promise((r) => setTimeout(r, 150));
+      const again = await scrape();
+      const same = again.sum("hedgehog_requests_total") === m.sum("hedgehog_requests_total");
+      m = again;
+      if (same && tries >= 2) break;
+    }
+    const refreshes = await page.$eval("#updated", (el) => Number(el.dataset.refreshes));
+    await page.waitForFunction((k) => Number(document.querySelector("#updated").dataset.refreshes) >= k + 2, {}, refreshes);
+    const shown = await page.evaluate(() =>
+      Object.fromEntries(["total-requests", "total-hedges", "total-won", "total-errors", "budget"].map((id) => [id, document.getElementById(id).textContent])),
+    );
+    const requests = m.sum("hedgehog_requests_total");
+    console.log(`# ${sent} requests sent; the PoP counted ${requests}; the page shows ${JSON.stringify(shown)}`);
+    assert.ok(requests >= sent * 0.9, `the PoP counted ${requests} of ${sent}`);
+    assert.equal(Number(shown["total-requests"]), requests);
+    assert.equal(Number(shown["total-hedges"]), m.sum("hedgehog_hedges_total"));
+    assert.equal(Number(shown["total-won"]), m.sum("hedgehog_hedges_total", { outcome: "won" }));
+    assert.equal(Number(shown["total-errors"]), m.sum("hedgehog_client_errors_total"));
+    assert.equal(Number(shown.budget), 12);
+    assert.ok(m.sum("hedgehog_hedges_total") > 0, "the slow requests were hedged");
+    // The route's delay, from the isolate that answered.
+    const routes = await page.$$eval("#routes tr", (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+    assert.ok(routes.some((r) => r[0] === "/api" && r[2] === "60.0" && r[3] === "static"), JSON.stringify(routes));
+    assert.deepEqual(pageErrors, []);
+  } finally {
+    sending = false;
+    await browser.close();
+  }
+});
