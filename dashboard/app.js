@@ -43,12 +43,12 @@ function setupCharts() {
   );
   chart(
     "chart-latency",
-    "Latency: what clients saw against the origins' answers",
+    "Latency: what clients saw against the primaries' own answers",
     [
       { label: "client p50 ms", stroke: "#2563eb" },
       { label: "client p99 ms", stroke: "#1e3a8a", width: 2 },
-      { label: "origin legs p50 ms", stroke: "#a3a3a3" },
-      { label: "origin legs p99 ms", stroke: "#525252", width: 2 },
+      { label: "primaries answered p50 ms", stroke: "#a3a3a3" },
+      { label: "primaries answered p99 ms", stroke: "#525252", width: 2 },
     ],
     "ms",
   );
@@ -109,7 +109,7 @@ async function refresh() {
     push("budget", budget);
     push("winShare", dHedges > 0 ? (100 * (won - previous.won)) / dHedges : null);
     const client = histogramQuantile.between(m, previous.m, "hedgehog_request_duration_seconds");
-    const legs = histogramQuantile.between(m, previous.m, "hedgehog_origin_leg_duration_seconds");
+    const legs = histogramQuantile.between(m, previous.m, "hedgehog_origin_leg_duration_seconds", { leg: "primary" });
     push("p50", client(0.5) * 1000);
     push("p99", client(0.99) * 1000);
     push("legP50", legs(0.5) * 1000);

@@ -114,6 +114,7 @@ fn main() {
             eligible: 1_000,
             origins: vec![],
             probes: Vec::new(),
+            route_budgets: Vec::new(),
         };
         let mut pushes = 0;
         let requests = (rate * 60.0) as u64;
@@ -152,6 +153,7 @@ fn main() {
             )],
             origins: vec![],
             metrics: None,
+            route_budgets: Vec::new(),
         };
         let (_, touched) = pop.apply(&push, 0, 1_000.0);
         for key in touched {

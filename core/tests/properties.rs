@@ -56,6 +56,7 @@ proptest! {
             keys: vec![KeyDelta::new("a", "/r", &whole)],
             origins: vec![],
             metrics: None,
+            route_budgets: Vec::new(),
         }.encode()).expect("valid push");
         prop_assert_eq!(decoded.keys[0].sketch(), whole);
     }
@@ -129,6 +130,7 @@ proptest! {
             keys: vec![KeyDelta::new("a", "/r", &sketch)],
             origins: vec![],
             metrics: None,
+            route_budgets: Vec::new(),
         }.encode();
         for (index, byte) in flips {
             let i = index.index(bytes.len());

@@ -280,15 +280,17 @@ pub fn write_counts(x: &mut Exposition, counts: &MetricCounts) {
     x.family(
         "hedgehog_origin_leg_duration_seconds",
         Kind::Histogram,
-        "Time to each origin's answer, per leg that got one.",
+        "Time to each origin's answer, per leg that got one, by leg (primary, hedge).",
     );
     for (origin, o) in &counts.origins {
-        x.histogram(
-            "hedgehog_origin_leg_duration_seconds",
-            &[("origin", origin)],
-            &o.leg_duration.counts,
-            o.leg_duration.sum_s,
-        );
+        for (leg, h) in LEGS.iter().zip(&o.leg_duration) {
+            x.histogram(
+                "hedgehog_origin_leg_duration_seconds",
+                &[("origin", origin), ("leg", leg)],
+                &h.counts,
+                h.sum_s,
+            );
+        }
     }
     x.family(
         "hedgehog_hedge_delay_seconds",

@@ -121,8 +121,8 @@ pub struct RouteMetrics {
 pub struct OriginMetrics {
     /// Legs by role (primary, hedge) and outcome (in [`LEG_OUTCOMES`] order).
     pub legs: [[u64; 5]; 2],
-    /// Time to an answer of each leg that got one.
-    pub leg_duration: Histogram,
+    /// Time to an answer of each leg that got one, by role (primary, hedge).
+    pub leg_duration: [Histogram; 2],
     /// The hedge delay of the races it was the primary of.
     pub hedge_delay: Histogram,
 }
@@ -157,8 +157,9 @@ pub struct MetricsWire {
 /// Numbers per route on the wire: requests, client errors, 6 hedge
 /// counts, wasted and all origin seconds, the duration's sum and buckets.
 const ROUTE_NUMBERS: usize = 11 + BUCKETS_S.len() + 1;
-/// Numbers per origin: 10 leg counts, then each histogram's sum and buckets.
-const ORIGIN_NUMBERS: usize = 10 + 2 * (1 + BUCKETS_S.len() + 1);
+/// Numbers per origin: 10 leg counts, then each histogram's sum and buckets
+/// (primary legs' latency, hedge legs' latency, the hedge delay).
+const ORIGIN_NUMBERS: usize = 10 + 3 * (1 + BUCKETS_S.len() + 1);
 
 fn histogram_from(numbers: &[f64]) -> Histogram {
     Histogram {
@@ -185,7 +186,8 @@ impl From<MetricCounts> for MetricsWire {
         let origins = (m.origins.iter())
             .map(|(name, o)| {
                 let mut n: Vec<f64> = o.legs.iter().flatten().map(|&c| c as f64).collect();
-                histogram(&mut n, &o.leg_duration);
+                histogram(&mut n, &o.leg_duration[0]);
+                histogram(&mut n, &o.leg_duration[1]);
                 histogram(&mut n, &o.hedge_delay);
                 (name.clone(), n)
             })
@@ -235,18 +237,16 @@ impl From<MetricsWire> for MetricCounts {
             for (slot, v) in legs.iter_mut().flatten().zip(&n) {
                 *slot = *v as u64;
             }
-            let half = 1 + BUCKETS_S.len() + 1;
+            let one = 1 + BUCKETS_S.len() + 1;
             let (leg_duration, hedge_delay) = if n.len() == ORIGIN_NUMBERS {
-                (
-                    histogram_from(&n[10..10 + half]),
-                    histogram_from(&n[10 + half..]),
-                )
+                let at = |k: usize| histogram_from(&n[10 + k * one..10 + (k + 1) * one]);
+                ([at(0), at(1)], at(2))
             } else {
                 let bad = Histogram {
                     counts: Vec::new(),
                     sum_s: 0.0,
                 };
-                (bad.clone(), bad)
+                ([bad.clone(), bad.clone()], bad)
             };
             m.origins.insert(
                 name,
@@ -342,7 +342,7 @@ impl MetricCounts {
             origin.legs[role.index()][leg_outcome(record, role, won)] += 1;
             if let (Some(_), false) = (record.status, record.aborted) {
                 if let Some(ms) = record.elapsed_ms(now_ms) {
-                    origin.leg_duration.observe(ms / 1000.0);
+                    origin.leg_duration[role.index()].observe(ms / 1000.0);
                 }
             }
         }
@@ -398,7 +398,9 @@ impl MetricCounts {
             for (m, x) in mine.legs.iter_mut().flatten().zip(o.legs.iter().flatten()) {
                 *m = m.saturating_add(*x);
             }
-            mine.leg_duration.merge(&o.leg_duration);
+            for (m, x) in mine.leg_duration.iter_mut().zip(&o.leg_duration) {
+                m.merge(x);
+            }
             mine.hedge_delay.merge(&o.hedge_delay);
         }
         for (reason, n) in &other.hedge_skips {
@@ -458,7 +460,10 @@ impl MetricCounts {
                 name.clone(),
                 OriginMetrics {
                     legs,
-                    leg_duration: o.leg_duration.minus(&e.leg_duration),
+                    leg_duration: [
+                        o.leg_duration[0].minus(&e.leg_duration[0]),
+                        o.leg_duration[1].minus(&e.leg_duration[1]),
+                    ],
                     hedge_delay: o.hedge_delay.minus(&e.hedge_delay),
                 },
             );
@@ -500,7 +505,9 @@ impl MetricCounts {
             }
         }
         for (name, o) in &self.origins {
-            if !label(name) || !o.leg_duration.is_valid() || !o.hedge_delay.is_valid() {
+            let histograms_ok =
+                o.leg_duration.iter().all(Histogram::is_valid) && o.hedge_delay.is_valid();
+            if !label(name) || !histograms_ok {
                 return Err(format!("metrics: origin {name:?} is malformed"));
             }
         }
@@ -565,6 +572,7 @@ mod tests {
         let o = m.origins.entry("o".into()).or_default();
         o.legs[1][3] = 2;
         o.hedge_delay.observe(0.09);
+        o.leg_duration[1].observe(0.02);
         m.hedge_skips.insert("budget".into(), 4);
         m.third_attempts = 1;
         let json = serde_json::to_string(&m).unwrap();

@@ -20,7 +20,8 @@ use crate::observe::exposition::{write_counts, Exposition, Format, Kind};
 use crate::observe::metrics::MetricCounts;
 use crate::pop::probes::{ProbeBook, ProbeParams, ProbeResult};
 use crate::pop::push::{
-    KeyDelta, KeyQuantile, OriginRate, Push, PushError, PushReply, SparseBucket, PUSH_VERSION,
+    KeyDelta, KeyQuantile, OriginRate, Push, PushError, PushReply, RouteShare, SparseBucket,
+    PUSH_VERSION,
 };
 
 /// Aggregator limits.
@@ -119,7 +120,13 @@ pub struct PopAggregate {
     probes: ProbeBook,
     /// When the last push arrived (probes run only while the PoP has traffic).
     last_push_ms: Option<f64>,
+    /// Per route policy with its own budget: eligible and hedges over the
+    /// window (at most [`MAX_ROUTE_SHARES`] routes; kept in memory only).
+    route_shares: BTreeMap<String, SlidingWindow<Pair>>,
 }
+
+/// Most route policies whose PoP share is kept.
+const MAX_ROUTE_SHARES: usize = 64;
 
 // === impl PopAggregate ===
 
@@ -143,6 +150,7 @@ impl PopAggregate {
             },
             probes: ProbeBook::default(),
             last_push_ms: None,
+            route_shares: BTreeMap::new(),
         }
     }
 
@@ -232,6 +240,23 @@ impl PopAggregate {
                     p.add(&Pair(origin.responses, origin.errors_5xx))
                 });
         }
+        let mut route_budgets = Vec::new();
+        for share in &push.route_budgets {
+            if !self.route_shares.contains_key(&share.route)
+                && self.route_shares.len() >= MAX_ROUTE_SHARES
+            {
+                continue;
+            }
+            let route_window = (self.route_shares.entry(share.route.clone()))
+                .or_insert_with(|| SlidingWindow::new(window, now_ms));
+            route_window.update(now_ms, |p| p.add(&Pair(share.eligible, share.hedges)));
+            let Pair(eligible, hedges) = *route_window.total(now_ms);
+            route_budgets.push(RouteShare {
+                route: share.route.clone(),
+                eligible,
+                hedges,
+            });
+        }
         let mut touched = Vec::new();
         let mut keys = Vec::with_capacity(push.keys.len());
         for delta in &push.keys {
@@ -265,6 +290,7 @@ impl PopAggregate {
             eligible: self.counters.hedges.total(now_ms).0,
             origins: self.origin_rates(now_ms),
             probes: self.probes.verdicts(&self.probe_params, now_ms),
+            route_budgets,
         };
         (reply, touched)
     }
@@ -525,6 +551,7 @@ mod tests {
                 errors_5xx: 3,
             }],
             metrics: None,
+            route_budgets: Vec::new(),
         }
     }
 
@@ -569,6 +596,42 @@ mod tests {
             let error = (got - exact).abs() / exact;
             assert!(error <= RELATIVE_ERROR, "q {q}: {got} vs {exact} ({error})");
         }
+    }
+
+    #[test]
+    fn a_route_budget_share_is_summed_apart_over_the_window() {
+        let mut pop = PopAggregate::new(params());
+        let with_share = |eligible, hedges| Push {
+            route_budgets: vec![RouteShare {
+                route: "api".into(),
+                eligible,
+                hedges,
+            }],
+            ..push_of("/r", [10.0])
+        };
+        pop.apply(&with_share(50, 5), 0, 1_000.0);
+        let (reply, _) = pop.apply(&with_share(50, 15), 0, 2_000.0);
+        assert_eq!(reply.route_budgets.len(), 1);
+        assert_eq!(
+            (
+                reply.route_budgets[0].eligible,
+                reply.route_budgets[0].hedges
+            ),
+            (100, 20)
+        );
+        assert_eq!(
+            reply.eligible, 200,
+            "the global counts are the global pushes'"
+        );
+        // Past the window the share is forgotten.
+        let (reply, _) = pop.apply(&with_share(10, 0), 0, 200_000.0);
+        assert_eq!(
+            (
+                reply.route_budgets[0].eligible,
+                reply.route_budgets[0].hedges
+            ),
+            (10, 0)
+        );
     }
 
     #[test]

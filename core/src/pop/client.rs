@@ -12,13 +12,15 @@
 //! The PoP answers are used for `stale_ms` after they arrive; past that the
 //! isolate is on its local estimates alone.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::capped_map::CappedMap;
 
 use crate::estimation::estimator::QuantileEstimate;
 use crate::estimation::sketch::{LatencySketch, Sample};
-use crate::pop::push::{KeyDelta, OriginDelta, Push, PushReply, MAX_PUSH_KEYS, PUSH_VERSION};
+use crate::pop::push::{
+    KeyDelta, OriginDelta, Push, PushReply, RouteShare, MAX_PUSH_KEYS, PUSH_VERSION,
+};
 
 /// Push timing and limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -73,6 +75,11 @@ pub struct PopClient {
     answers: CappedMap<(usize, String), PopAnswer>,
     hedge_fraction: Option<(f64, f64)>,
     counts: PushCounts,
+    /// Per route policy with its own budget: (eligible, hedges) since the
+    /// last push, and its PoP-wide hedge fraction from the last reply
+    /// (fraction, when heard).
+    route_counts: BTreeMap<String, (u64, u64)>,
+    route_fractions: BTreeMap<String, (f64, f64)>,
 }
 
 // === impl PopClient ===
@@ -95,7 +102,41 @@ impl PopClient {
             answers: CappedMap::new(2 * MAX_PUSH_KEYS, params.stale_ms),
             hedge_fraction: None,
             counts: PushCounts::default(),
+            route_counts: BTreeMap::new(),
+            route_fractions: BTreeMap::new(),
         }
+    }
+
+    /// A hedge-eligible request of route policy `route`, which has its own
+    /// budget (its share of the PoP is kept apart).
+    pub fn note_route_request(&mut self, route: &str) {
+        if self.params.enabled {
+            self.route_entry(route).0 += 1;
+        }
+    }
+
+    /// A hedge of route policy `route`, which has its own budget.
+    pub fn record_route_hedge(&mut self, route: &str) {
+        if self.params.enabled {
+            self.route_entry(route).1 += 1;
+        }
+    }
+
+    fn route_entry(&mut self, route: &str) -> &mut (u64, u64) {
+        if !self.route_counts.contains_key(route) {
+            self.route_counts.insert(route.to_string(), (0, 0));
+        }
+        self.route_counts.entry(route.to_string()).or_default()
+    }
+
+    /// Whether route policy `route`'s PoP-wide hedge fraction is above its
+    /// own `budget_fraction` (as the last fresh reply said).
+    pub fn route_over_budget(&self, route: &str, budget_fraction: f64, now_ms: f64) -> bool {
+        self.route_fractions
+            .get(route)
+            .is_some_and(|(fraction, at_ms)| {
+                now_ms - at_ms < self.params.stale_ms && *fraction > budget_fraction
+            })
     }
 
     /// A request for `origin`/`route` starts: the next push asks for its
@@ -179,6 +220,14 @@ impl PopClient {
             keys,
             origins,
             metrics: None,
+            route_budgets: std::mem::take(&mut self.route_counts)
+                .into_iter()
+                .map(|(route, (eligible, hedges))| RouteShare {
+                    route,
+                    eligible,
+                    hedges,
+                })
+                .collect(),
         };
         self.requests_since_push = 0;
         self.last_push_ms = Some(now_ms);
@@ -223,6 +272,16 @@ impl PopClient {
         // Bounded like the push: answers for keys no longer asked about go stale and are dropped.
         self.answers.drop_idle(now_ms);
         self.hedge_fraction = Some((reply.hedge_fraction, now_ms));
+        for r in &reply.route_budgets {
+            let fraction = if r.eligible == 0 {
+                0.0
+            } else {
+                r.hedges as f64 / r.eligible as f64
+            };
+            // At most the routes pushed (bounded by the route policies).
+            self.route_fractions
+                .insert(r.route.clone(), (fraction, now_ms));
+        }
     }
 
     /// A push failed: back off before the next one.
@@ -316,6 +375,7 @@ mod tests {
             eligible: 1_000,
             origins: vec![],
             probes: Vec::new(),
+            route_budgets: Vec::new(),
         }
     }
 

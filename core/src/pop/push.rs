@@ -75,10 +75,27 @@ pub struct Push {
     pub keys: Vec<KeyDelta>,
     /// Response counts per origin.
     pub origins: Vec<OriginDelta>,
+    /// Per route policy with its own budget: its eligible requests and
+    /// hedges since the last push (its PoP-wide share is kept apart).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub route_budgets: Vec<RouteShare>,
     /// The metrics counted since the last push that reached the
     /// aggregator (summed there for the PoP-scope metrics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<MetricCounts>,
+}
+
+/// One route policy's eligible requests and hedges (in a push), or its
+/// PoP-wide hedge fraction (in a reply: `eligible` and `hedges` over the window).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteShare {
+    /// The route policy's name.
+    pub route: String,
+    /// Hedge-eligible requests.
+    pub eligible: u64,
+    /// Hedges sent.
+    pub hedges: u64,
 }
 
 /// The PoP-wide quantile of one key.
@@ -118,6 +135,9 @@ pub struct PushReply {
     pub eligible: u64,
     /// Per-origin 5xx rates across the PoP.
     pub origins: Vec<OriginRate>,
+    /// Per route policy named in the push: its PoP-wide counts over the window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub route_budgets: Vec<RouteShare>,
     /// The active probes' fresh verdicts (none without probes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probes: Vec<ProbeVerdict>,
@@ -192,6 +212,15 @@ impl Push {
         }
         if let Some(metrics) = &self.metrics {
             metrics.check().map_err(PushError)?;
+        }
+        if self.route_budgets.len() > MAX_PUSH_ORIGINS {
+            return fail("too many route budgets");
+        }
+        for r in &self.route_budgets {
+            check_name("route", &r.route)?;
+            if r.eligible > MAX_COUNT || r.hedges > r.eligible.max(MAX_COUNT) {
+                return fail("route eligible or hedges out of range");
+            }
         }
         let (lowest, highest) = (bucket_index(0.0), bucket_index(MAX_LATENCY_MS));
         for key in &self.keys {
@@ -323,6 +352,7 @@ mod tests {
                 errors_5xx: 1,
             }],
             metrics: None,
+            route_budgets: Vec::new(),
         }
     }
 

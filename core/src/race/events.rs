@@ -205,7 +205,11 @@ impl Hedger {
         let hedge = &mut state.legs[Leg::Hedge.index()];
         hedge.started_ms = Some(now_ms);
         hedge.load_id = Some(self.gate.load.leg_sent(hedge.origin, now_ms));
-        self.pop.record_hedge();
+        // A route with its own budget has its own PoP share.
+        match self.own_budget(state.plan.route_policy) {
+            Some(_) => self.pop.record_route_hedge(&state.plan.route),
+            None => self.pop.record_hedge(),
+        }
         state.race.hedge_started();
     }
 

@@ -114,6 +114,7 @@ impl Hedger {
         let timeout_ms = policy
             .and_then(|p| p.timeout_ms)
             .unwrap_or(self.params.timeout_ms);
+        let own_budget = self.own_budget(route_policy);
         let primary = self.choose_primary(now_ms);
         let hedgeable = matches!(eligibility, Eligibility::Hedgeable { .. });
         let peer_only = matches!(
@@ -123,13 +124,22 @@ impl Hedger {
                 ..
             }
         );
-        self.pop.note_request(primary, route, hedgeable);
+        // A route with its own budget has its own PoP share, apart from the global one.
+        self.pop
+            .note_request(primary, route, hedgeable && own_budget.is_none());
+        if hedgeable && own_budget.is_some() {
+            self.pop.note_route_request(route);
+        }
         let (delay, no_hedge) = match (eligibility, mode) {
             (Eligibility::NotHedgeable(reason), _) => (None, Some(NoHedge::NotEligible(reason))),
             // Hedging off for the route: what HEDGE_MODE=off does, no more.
             (_, Some(RouteMode::Off)) => (None, Some(NoHedge::Off)),
-            (_, Some(RouteMode::Static { delay_ms })) => self.static_delay(delay_ms, now_ms),
-            (Eligibility::Hedgeable { .. }, _) => self.choose_delay(primary, route, now_ms),
+            (_, Some(RouteMode::Static { delay_ms })) => {
+                self.static_delay(delay_ms, route, own_budget, now_ms)
+            }
+            (Eligibility::Hedgeable { .. }, _) => {
+                self.choose_delay(primary, route, own_budget, now_ms)
+            }
         };
         if delay.is_some() {
             self.third.deposit();
@@ -154,13 +164,31 @@ impl Hedger {
         }
     }
 
+    /// The budget percentage of route policy `route_policy`, when it has its own.
+    pub(super) fn own_budget(&self, route_policy: Option<usize>) -> Option<f64> {
+        route_policy
+            .and_then(|i| self.params.routes.get(i))
+            .and_then(|p| p.budget_percent)
+    }
+
+    /// Whether the PoP is over the budget this request spends from: its
+    /// route's own share against its own budget, else the global one.
+    fn pop_over_budget(&self, route: &str, own_budget: Option<f64>, now_ms: f64) -> bool {
+        match own_budget {
+            Some(percent) => self.pop.route_over_budget(route, percent / 100.0, now_ms),
+            None => (self.pop).over_budget(self.params.budget.percent / 100.0, now_ms),
+        }
+    }
+
     /// A route's fixed delay (its policy's `mode: static`), within the budget.
     fn static_delay(
         &mut self,
         delay_ms: f64,
+        route: &str,
+        own_budget: Option<f64>,
         now_ms: f64,
     ) -> (Option<DelayChoice>, Option<NoHedge>) {
-        if (self.pop).over_budget(self.params.budget.percent / 100.0, now_ms) {
+        if self.pop_over_budget(route, own_budget, now_ms) {
             return (None, Some(NoHedge::PopOverBudget));
         }
         self.gate.deposit(now_ms);
@@ -175,10 +203,12 @@ impl Hedger {
         &mut self,
         primary: usize,
         route: &str,
+        own_budget: Option<f64>,
         now_ms: f64,
     ) -> (Option<DelayChoice>, Option<NoHedge>) {
-        // The PoP as a whole is over the budget: no hedging here until it is back under.
-        if (self.pop).over_budget(self.params.budget.percent / 100.0, now_ms) {
+        // The PoP is over the budget this request spends from: no hedging
+        // here until it is back under.
+        if self.pop_over_budget(route, own_budget, now_ms) {
             return (None, Some(NoHedge::PopOverBudget));
         }
         let choice = self.route_delay(primary, route, now_ms).choice;

@@ -551,3 +551,58 @@ fn a_route_uses_only_its_origins_its_delay_and_its_timeout() {
     // Without the policy the first origin is the primary.
     assert_eq!(h.plan(GET, "/x", 0.0).primary, 0);
 }
+
+#[test]
+fn a_route_with_its_own_budget_has_its_own_pop_share() {
+    use crate::pop::push::{PushReply, RouteShare, PUSH_VERSION};
+    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    vars.insert(
+        "HEDGE_ORIGINS".into(),
+        r#"[{"name":"a","url":"http://a"},{"name":"b","url":"http://b"}]"#.into(),
+    );
+    vars.insert("HEDGE_MODE".into(), "static".into());
+    vars.insert("HEDGE_STATIC_DELAY_MS".into(), "100".into());
+    vars.insert(
+        "HEDGE_ROUTES".into(),
+        r#"[{"prefix":"/own","name":"own","budget_percent":30}]"#.into(),
+    );
+    let params = crate::config::parse(&vars).expect("valid");
+    let mut h = Hedger::new(params, true, 0.0, 1);
+    let names = vec!["a".to_string(), "b".to_string()];
+    // The PoP says: the global share is over 12%, the route's 20% under its 30%.
+    let reply = |route_hedges: u64| PushReply {
+        version: PUSH_VERSION,
+        keys: vec![],
+        hedge_fraction: 0.5,
+        eligible: 100,
+        origins: vec![],
+        route_budgets: vec![RouteShare {
+            route: "own".into(),
+            eligible: 100,
+            hedges: route_hedges,
+        }],
+        probes: Vec::new(),
+    };
+    h.pop.push_succeeded(&reply(20), 10, 0.0, &names);
+    let global = h.plan(GET, "/x", 1.0);
+    assert_eq!(global.no_hedge, Some(NoHedge::PopOverBudget));
+    let own = h.plan_for(GET, "own", 1.0, Some(0));
+    assert!(
+        own.delay.is_some(),
+        "the route's own share is under its own budget"
+    );
+    // Its share over 30%: that route stops, on its own.
+    h.pop.push_succeeded(&reply(40), 10, 2.0, &names);
+    assert_eq!(
+        h.plan_for(GET, "own", 3.0, Some(0)).no_hedge,
+        Some(NoHedge::PopOverBudget)
+    );
+    // Its requests and hedges are pushed apart from the global counts.
+    let push = h.pop.take_push(4.0, 0.95, &names);
+    assert_eq!(push.eligible, 1, "only the global request");
+    assert_eq!(push.route_budgets.len(), 1);
+    assert_eq!(
+        (push.route_budgets[0].eligible, push.route_budgets[0].hedges),
+        (2, 0)
+    );
+}
