@@ -10,6 +10,7 @@
 // Exit status 0: fine; 1: problems, each on its own line; 2: the check
 // itself could not run.
 import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -33,11 +34,34 @@ export function placeholderOrLoopback(url) {
   return null;
 }
 
+/**
+ * The local vars file `wrangler dev` reads beside the config, `.dev.vars`:
+ * KEY=VALUE lines, values optionally quoted. `{}` when there is none.
+ */
+export function devVars(configPath) {
+  const file = path.join(path.dirname(configPath), ".dev.vars");
+  if (!existsSync(file)) return { file: null, vars: {} };
+  const vars = {};
+  for (const line of readFileSync(file, "utf8").split("\n")) {
+    const m = line.match(/^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$/);
+    if (!m) continue;
+    let value = m[2];
+    const quoted = value.match(/^(["'])(.*)\1$/);
+    if (quoted) value = quoted[2];
+    vars[m[1]] = value;
+  }
+  return { file, vars };
+}
+
 /** The problems with environment `env` (undefined: the top level) of `configPath`. */
 export async function check({ env, configPath }) {
   const { unstable_readConfig } = await import("wrangler");
   const config = unstable_readConfig({ config: configPath, env });
-  const vars = Object.fromEntries(Object.entries(config.vars ?? {}).filter(([k]) => k.startsWith("HEDGE_")));
+  // Local development also reads the vars file, over the config's vars, as
+  // wrangler dev does (a deploy does not: it is checked for the top level only).
+  const local = env ? { file: null, vars: {} } : devVars(configPath);
+  const merged = { ...(config.vars ?? {}), ...local.vars };
+  const vars = Object.fromEntries(Object.entries(merged).filter(([k]) => k.startsWith("HEDGE_")));
   const problems = [];
   const where = env ? `[env.${env}]` : "the top level (local development)";
   if (!vars.HEDGE_ORIGINS) {
@@ -63,7 +87,7 @@ export async function check({ env, configPath }) {
       problems.push(`${where}: no route and workers_dev is not true, so the Worker would be reachable nowhere; add routes = [{ pattern = "api.yourdomain.com/*", zone_name = "yourdomain.com" }]`);
     }
   }
-  return { problems, keys: Object.keys(vars).length, origins };
+  return { problems, keys: Object.keys(vars).length, origins, devVarsFile: local.file };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
@@ -83,5 +107,6 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     for (const p of result.problems) process.stderr.write(`  - ${p}\n`);
     process.exit(1);
   }
-  process.stdout.write(`check: ${label} of ${values.config}: ${result.keys} HEDGE_* key(s), ${result.origins.length} origin(s), all fine\n`);
+  const withDevVars = result.devVarsFile ? ` (with ${path.basename(result.devVarsFile)})` : "";
+  process.stdout.write(`check: ${label} of ${values.config}${withDevVars}: ${result.keys} HEDGE_* key(s), ${result.origins.length} origin(s), all fine\n`);
 }

@@ -72,3 +72,24 @@ test("the project's own wrangler.toml: local development passes, production fail
   assert.match(prod.stderr, /placeholder/);
   assert.match(prod.stderr, /reachable nowhere/);
 });
+
+test("local development is checked with .dev.vars over the config's vars, as wrangler dev reads them", () => {
+  const local = mkdtempSync(path.join(dir, "local-"));
+  const toml = path.join(local, "wrangler.toml");
+  writeFileSync(toml, HEAD + `[vars]\n${ORIGINS("http://127.0.0.1:8081", "http://127.0.0.1:8082")}\n`);
+  const check = () => {
+    const r = spawnSync("bash", [path.join(root, "scripts/check.sh"), "--config", toml], { cwd: root, encoding: "utf8" });
+    return { status: r.status, out: r.stdout + r.stderr };
+  };
+  assert.equal(check().status, 0);
+  writeFileSync(path.join(local, ".dev.vars"), 'HEDGE_BUDGET_PERCNT=12\nHEDGE_TIMEOUT_MS="-5"\n# a comment\n');
+  const bad = check();
+  assert.equal(bad.status, 1, bad.out);
+  assert.match(bad.out, /HEDGE_BUDGET_PERCNT/);
+  assert.match(bad.out, /HEDGE_TIMEOUT_MS/);
+  writeFileSync(path.join(local, ".dev.vars"), `HEDGE_ORIGINS='[{"name":"mine","url":"https://origin.mine.dev"}]'\n`);
+  const good = check();
+  assert.equal(good.status, 0, good.out);
+  assert.match(good.out, /with \.dev\.vars\): \d+ HEDGE_\* key\(s\), 1 origin/);
+});
+
