@@ -1,11 +1,12 @@
 //! `HEDGE_ROUTES`: per-route policy. A JSON list of
-//! `{prefix, name?, mode?, static_delay_ms?, methods?, budget_percent?, origins?, timeout_ms?, cache?}`;
+//! `{prefix, name?, mode?, static_delay_ms?, policy?, methods?, budget_percent?, origins?, timeout_ms?, cache?}`;
 //! the longest `prefix` a request's path starts with picks its route policy,
 //! and anything the policy leaves unset is the global value.
 
 use serde::Deserialize;
 
 use super::reader::Reader;
+use crate::estimation::delay_policy::HedgePolicy;
 
 /// Most route policies.
 pub(super) const MAX_ROUTE_POLICIES: usize = 64;
@@ -35,6 +36,10 @@ pub struct RoutePolicy {
     pub name: String,
     /// How it hedges (`None`: the global mode).
     pub mode: Option<RouteMode>,
+    /// How its adaptive delay is chosen (`None`: `HEDGE_POLICY`): by
+    /// predicted benefit (tail-aware) or at the quantile (fixed-quantile).
+    /// The primary choice, stall hedges and the guards stay global.
+    pub policy: Option<HedgePolicy>,
     /// Methods hedged without an idempotency key (`None`: `HEDGE_METHODS`).
     pub methods: Option<Vec<String>>,
     /// Its own hedge budget, in its own bucket (`None`: the global bucket).
@@ -54,6 +59,7 @@ struct RouteSpec {
     name: Option<String>,
     mode: Option<String>,
     static_delay_ms: Option<f64>,
+    policy: Option<String>,
     methods: Option<Vec<String>>,
     budget_percent: Option<f64>,
     origins: Option<Vec<String>>,
@@ -87,7 +93,7 @@ impl Reader<'_> {
         let specs: Vec<RouteSpec> = match serde_json::from_str(raw) {
             Ok(specs) => specs,
             Err(e) => {
-                self.fail(KEY, format!("not a JSON array of {{prefix, name?, mode?, static_delay_ms?, methods?, budget_percent?, origins?, timeout_ms?, cache?}}: {e}"));
+                self.fail(KEY, format!("not a JSON array of {{prefix, name?, mode?, static_delay_ms?, policy?, methods?, budget_percent?, origins?, timeout_ms?, cache?}}: {e}"));
                 return Vec::new();
             }
         };
@@ -160,6 +166,16 @@ fn route(
             )))
         }
     };
+    let policy = match spec.policy.as_deref().map(str::trim) {
+        None => None,
+        Some("tail-aware") => Some(HedgePolicy::TailAware),
+        Some("fixed-quantile") => Some(HedgePolicy::FixedQuantile),
+        Some(other) => {
+            return Err(at(format!(
+                "policy {other:?}: tail-aware or fixed-quantile"
+            )))
+        }
+    };
     let methods = match spec.methods {
         None => None,
         Some(list) => Some(methods(&list.join(",")).map_err(|e| at(format!("methods: {e}")))?),
@@ -195,6 +211,7 @@ fn route(
         prefix,
         name,
         mode,
+        policy,
         methods,
         budget_percent: spec.budget_percent,
         origins,
@@ -293,6 +310,10 @@ mod tests {
             ),
             (r#"[{"prefix":"/a","origins":[]}]"#, "at least one origin"),
             (r#"[{"prefix":"/a","timeout_ms":0}]"#, "not in 1 to 600000"),
+            (
+                r#"[{"prefix":"/a","policy":"fast"}]"#,
+                "tail-aware or fixed-quantile",
+            ),
             (r#"[{"prefix":"/a","name":"has space"}]"#, "printable"),
         ] {
             let e = error(routes);

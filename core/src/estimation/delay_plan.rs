@@ -78,6 +78,15 @@ pub struct DelayPlanner {
 
 // === impl DelayPlanner ===
 
+/// What a route policy changes in the delay choice.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RouteRules {
+    /// Its delay rule (`None`: the global policy's).
+    pub policy: Option<HedgePolicy>,
+    /// Its own budget share (`None`: the global one).
+    pub budget_share: Option<f64>,
+}
+
 impl DelayPlanner {
     /// A planner remembering at most `max_keys` routes for `window_ms` each.
     pub fn new(params: PlanParams, max_keys: usize, window_ms: f64) -> Self {
@@ -91,16 +100,22 @@ impl DelayPlanner {
     /// The delay for `primary`'s requests on `route` at `now_ms`.
     /// `pop_estimate` gives the PoP's quantile for them and `target` where a
     /// hedge would go; each is asked only when the rule needs it.
+    /// `rules` is the route policy's own delay rule and budget share, if it
+    /// sets them.
+    #[allow(clippy::too_many_arguments)]
     pub fn route_delay(
         &mut self,
         estimator: &mut LatencyEstimator,
         primary: usize,
         route: &str,
         now_ms: f64,
+        rules: RouteRules,
         pop_estimate: impl FnOnce() -> Option<QuantileEstimate>,
         target: impl FnOnce() -> LikelyTarget,
     ) -> RouteDelay {
-        let p = self.params;
+        let mut p = self.params;
+        p.policy = rules.policy.unwrap_or(p.policy);
+        p.budget_share = rules.budget_share.unwrap_or(p.budget_share);
         // Only the adaptive mode reads the estimates.
         let estimates = match p.mode {
             HedgeMode::Adaptive => Estimates {
@@ -111,7 +126,7 @@ impl DelayPlanner {
         };
         let benefit = match (p.mode, p.policy) {
             (HedgeMode::Adaptive, HedgePolicy::TailAware) => {
-                self.benefit(estimator, primary, route, now_ms, target)
+                self.benefit(estimator, primary, route, now_ms, p.budget_share, target)
             }
             _ => None,
         };
@@ -140,6 +155,7 @@ impl DelayPlanner {
         primary: usize,
         route: &str,
         now_ms: f64,
+        budget_share: f64,
         target: impl FnOnce() -> LikelyTarget,
     ) -> Option<BenefitChoice> {
         let key = (primary, route.to_string());
@@ -151,7 +167,7 @@ impl DelayPlanner {
         let p = &self.params;
         // Delay hedges plan on what urgent ones (stalls, failures) leave.
         let max_share =
-            (p.budget_share * BENEFIT_BUDGET_SHARE - URGENT_RESERVE * self.urgent_share).max(0.0);
+            (budget_share * BENEFIT_BUDGET_SHARE - URGENT_RESERVE * self.urgent_share).max(0.0);
         let min_samples = p.delay.min_data_points.max(BENEFIT_MIN_SAMPLES);
         let target = target();
         // A target whose 5xx rate cut its share takes no more than that.

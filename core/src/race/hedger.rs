@@ -10,7 +10,9 @@ use crate::admission::hedge_gate::{GateParams, HedgeGate};
 use crate::admission::isolate_lag::IsolateLag;
 use crate::admission::payoff::{HedgePayoff, ThirdAttempts};
 use crate::config::{Params, RouteMode};
-use crate::estimation::delay_plan::{DelayPlanner, LikelyTarget, PlanParams, RouteDelay};
+use crate::estimation::delay_plan::{
+    DelayPlanner, LikelyTarget, PlanParams, RouteDelay, RouteRules,
+};
 use crate::estimation::delay_policy::{DelayBasis, DelayChoice, HedgeMode};
 use crate::estimation::estimator::LatencyEstimator;
 use crate::no_hedge::NoHedge;
@@ -220,13 +222,25 @@ impl Hedger {
 
     /// The hedge delay for `primary`'s requests on `route` at `now_ms`, and
     /// what the benefit rule predicts for it (also for the stats page).
+    /// A route key that is a route policy's name runs on that policy's
+    /// delay rule, budget share and origins.
     pub fn route_delay(&mut self, primary: usize, route: &str, now_ms: f64) -> RouteDelay {
+        let policy = (self.params.routes.iter()).position(|r| r.name == route);
+        let rules =
+            policy
+                .and_then(|i| self.params.routes.get(i))
+                .map_or_else(RouteRules::default, |r| RouteRules {
+                    policy: r.policy,
+                    budget_share: r.budget_percent.map(|p| p / 100.0),
+                });
+        self.gate.scope(policy);
         let (pop, gate) = (&self.pop, &mut self.gate);
         self.delays.route_delay(
             &mut self.estimator,
             primary,
             route,
             now_ms,
+            rules,
             || pop.estimate(primary, route, now_ms),
             || {
                 let origin = gate.likely_target(primary, now_ms).unwrap_or(primary);

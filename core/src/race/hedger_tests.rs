@@ -606,3 +606,42 @@ fn a_route_with_its_own_budget_has_its_own_pop_share() {
         (2, 0)
     );
 }
+
+#[test]
+fn a_route_policy_picks_its_own_delay_rule() {
+    use crate::estimation::delay_policy::DelayBasis;
+    use crate::estimation::sketch::Sample;
+    let mut h = hedger(&[
+        ("HEDGE_MODE", "adaptive"),
+        (
+            "HEDGE_ROUTES",
+            r#"[{"prefix":"/q","name":"q","policy":"fixed-quantile"},{"prefix":"/t","name":"t"}]"#,
+        ),
+    ]);
+    // Plenty of samples on both routes: the benefit rule has its data.
+    for route in ["q", "t"] {
+        for origin in [0, 1] {
+            for i in 0..2_000 {
+                let ms = if i % 50 == 0 {
+                    800.0
+                } else {
+                    30.0 + f64::from(i % 20)
+                };
+                h.estimator
+                    .record(origin, route, Sample::Completed(ms), 1_000.0);
+            }
+        }
+    }
+    let basis =
+        |h: &mut Hedger, route: &str| h.route_delay(0, route, 2_000.0).choice.map(|c| c.basis);
+    assert_eq!(
+        basis(&mut h, "t"),
+        Some(DelayBasis::Benefit),
+        "the global tail-aware rule"
+    );
+    assert_eq!(
+        basis(&mut h, "q"),
+        Some(DelayBasis::Route),
+        "its own rule: the quantile"
+    );
+}
