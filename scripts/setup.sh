@@ -59,7 +59,16 @@ fi
 # client's own parsers (text 0.0.4 and OpenMetrics), not string matching.
 if [ "$("$PYENV_DIR/bin/pip" show prometheus-client 2>/dev/null | awk '/^Version:/ {print $2}')" != "$PROMETHEUS_CLIENT_VERSION" ]; then
   step "installing prometheus-client $PROMETHEUS_CLIENT_VERSION into $PYENV_DIR"
-  python3 -m venv "$PYENV_DIR"
+  if ! python3 -m venv "$PYENV_DIR" >/dev/null 2>&1; then
+    # Debian's python3 ships venv separately.
+    root_cmd=""
+    [ "$(id -u)" -eq 0 ] || root_cmd="sudo"
+    step "installing python3-venv (apt) for the metrics tests' parser"
+    $root_cmd apt-get install -y -q python3-venv >/dev/null 2>&1 \
+      || { $root_cmd apt-get update -q >/dev/null && $root_cmd apt-get install -y -q python3-venv >/dev/null; }
+    rm -rf "$PYENV_DIR"
+    python3 -m venv "$PYENV_DIR"
+  fi
   "$PYENV_DIR/bin/pip" install --quiet --disable-pip-version-check "prometheus-client==$PROMETHEUS_CLIENT_VERSION"
 fi
 # The dashboard's test drives a real headless Chromium (Debian's package).
