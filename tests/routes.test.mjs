@@ -4,7 +4,7 @@
 // stats and the metrics.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { origins, serverTiming } from "./support/worker.mjs";
+import { origins, popAggregator, serverTiming } from "./support/worker.mjs";
 import { origin, worker } from "./support/harness.mjs";
 import { parseMetrics } from "./support/metrics.mjs";
 
@@ -114,4 +114,40 @@ test("a bad HEDGE_ROUTES runs on no route policies, says why once, and the proxy
   const e = stats.config_errors.find((x) => x.key === "HEDGE_ROUTES");
   assert.ok(e, JSON.stringify(stats.config_errors));
   assert.match(e.reason, /"nope" is not in HEDGE_ORIGINS/);
+});
+
+test("a route with its own budget stops on its own PoP share while the rest keeps hedging", async () => {
+  // Every primary on a takes 300 ms, fifteen times the 20 ms delay; the
+  // buckets refill at once (floor), so only the PoP shares can stop hedges.
+  const a = await origin("a", () => ({ delayMs: 300, body: "a" }));
+  const b = await origin("b", () => ({ delayMs: 2, body: "b" }));
+  const w = await worker(
+    {
+      HEDGE_ORIGINS: origins(a, b),
+      HEDGE_MODE: "static",
+      HEDGE_STATIC_DELAY_MS: "20",
+      HEDGE_CACHE: "false",
+      HEDGE_BUDGET_PERCENT: "100",
+      HEDGE_POP_PUSH_EVERY_REQUESTS: "1",
+      HEDGE_POP_PUSH_INTERVAL_MS: "100",
+      HEDGE_ROUTES: JSON.stringify([{ prefix: "/api", name: "api", budget_percent: 10 }]),
+    },
+    popAggregator(),
+  );
+  const skip = async (path) => {
+    const r = await w.fetch(path);
+    await r.arrayBuffer();
+    return serverTiming(r.headers.get("server-timing"))["hedge-skip"]?.desc ?? r.headers.get("x-hedge");
+  };
+  // Every /api request is hedged until the PoP says the route's share
+  // (100% of its requests) is over its own 10%.
+  const deadline = Date.now() + 10_000;
+  let seen;
+  for (let i = 0; (seen = await skip(`/api/${i}`)) !== "pop_budget"; i++) {
+    assert.ok(Date.now() < deadline, `the route never stopped: last ${seen}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  // The global share is its own: other routes keep hedging.
+  assert.equal(await skip("/other/1"), "hedge");
+  assert.equal(await skip("/api/again"), "pop_budget");
 });
