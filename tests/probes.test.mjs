@@ -97,3 +97,54 @@ test("without a probe path, or with an idle PoP, origins get no probes", async (
   await new Promise((r) => setTimeout(r, 2_500));
   assert.equal(b.requests.length, 0);
 });
+
+test("an origin that dies (every connection reset) and comes back: probes move its primaries away and bring them back", async () => {
+  let aDead = false;
+  const a = await origin("a", () => (aDead ? { reset: "before-headers" } : { delayMs: 2, body: "a" }));
+  const b = await origin("b", () => ({ delayMs: 2, body: "b" }));
+  const w = await worker(
+    {
+      HEDGE_ORIGINS: origins(a, b),
+      HEDGE_PROBE_PATH: "/health",
+      HEDGE_PROBE_INTERVAL_S: "1",
+      HEDGE_PROBE_TIMEOUT_MS: "500",
+      HEDGE_POP_PUSH_EVERY_REQUESTS: "1",
+      HEDGE_POP_PUSH_INTERVAL_MS: "100",
+      HEDGE_CACHE: "false",
+      // The failure retries while a is dead would put this small PoP over a
+      // 12% share, and a PoP over its budget plans no second leg at all,
+      // not even a failure's retry (a known limit, not what this tests).
+      HEDGE_BUDGET_PERCENT: "100",
+    },
+    popAggregator(),
+  );
+  let k = 0;
+  const send = async () => {
+    const res = await w.fetch(`/api/${k++}`);
+    const body = await res.text();
+    // A reset primary is retried at once on b: clients never see the death.
+    assert.equal(res.status, 200, body);
+    return body;
+  };
+  const until = async (what, done, limitMs = 15_000) => {
+    const deadline = Date.now() + limitMs;
+    for (;;) {
+      if (done(await send())) return;
+      assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  await until("a healthy a to answer", (body) => body === "a" && a.requests.some((r) => r.url === "/health"));
+  aDead = true;
+  const probesBefore = a.requests.filter((r) => r.url === "/health").length;
+  // Once two probes have failed, a gets no primaries at all.
+  await until("two failed probes", () => a.requests.filter((r) => r.url === "/health").length >= probesBefore + 2);
+  await new Promise((r) => setTimeout(r, 300)); // the verdict rides the next push reply
+  await send();
+  const users = () => a.requests.filter((r) => r.url !== "/health").length;
+  const usersWhileDown = users();
+  for (let i = 0; i < 5; i++) assert.equal(await send(), "b");
+  assert.equal(users(), usersWhileDown, "no primary and no trial goes to a dead origin its probes report");
+  aDead = false;
+  await until("a back", (body) => body === "a");
+});
