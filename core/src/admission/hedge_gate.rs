@@ -28,6 +28,10 @@ pub enum HedgeDenied {
     /// Hedges of this cause to this origin have stopped winning as often
     /// as predicted; this one was left out to cut them back.
     NotPaying,
+    /// The PoP as a whole (or the route's own PoP share) is over its
+    /// budget: no straggler or stall hedges until it is back under. A fast
+    /// failure's retry still goes (it replaces a request).
+    PopBudget,
 }
 
 impl HedgeDenied {
@@ -39,6 +43,7 @@ impl HedgeDenied {
             HedgeDenied::NoTarget => "no-target",
             HedgeDenied::IsolateBusy => "isolate-busy",
             HedgeDenied::NotPaying => "not-paying",
+            HedgeDenied::PopBudget => "pop_budget",
         }
     }
 }

@@ -410,6 +410,12 @@ impl Hedger {
         }
         let cause = state.hedge_cause.unwrap_or(HedgeCause::Delay);
         let primary = state.plan.primary;
+        let own_budget = self.own_budget(state.plan.route_policy);
+        if cause != HedgeCause::Failure
+            && self.pop_over_budget(&state.plan.route, own_budget, now_ms)
+        {
+            return Err(HedgeDenied::PopBudget);
+        }
         if cause != HedgeCause::Failure
             && !self.payoff.winning(cause, primary)
             && self.isolate_lag.busy(now_ms)

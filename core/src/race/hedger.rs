@@ -136,12 +136,8 @@ impl Hedger {
             (Eligibility::NotHedgeable(reason), _) => (None, Some(NoHedge::NotEligible(reason))),
             // Hedging off for the route: what HEDGE_MODE=off does, no more.
             (_, Some(RouteMode::Off)) => (None, Some(NoHedge::Off)),
-            (_, Some(RouteMode::Static { delay_ms })) => {
-                self.static_delay(delay_ms, route, own_budget, now_ms)
-            }
-            (Eligibility::Hedgeable { .. }, _) => {
-                self.choose_delay(primary, route, own_budget, now_ms)
-            }
+            (_, Some(RouteMode::Static { delay_ms })) => self.static_delay(delay_ms, now_ms),
+            (Eligibility::Hedgeable { .. }, _) => self.choose_delay(primary, route, now_ms),
         };
         if delay.is_some() {
             self.third.deposit();
@@ -175,7 +171,12 @@ impl Hedger {
 
     /// Whether the PoP is over the budget this request spends from: its
     /// route's own share against its own budget, else the global one.
-    fn pop_over_budget(&self, route: &str, own_budget: Option<f64>, now_ms: f64) -> bool {
+    pub(super) fn pop_over_budget(
+        &self,
+        route: &str,
+        own_budget: Option<f64>,
+        now_ms: f64,
+    ) -> bool {
         match own_budget {
             Some(percent) => self.pop.route_over_budget(route, percent / 100.0, now_ms),
             None => (self.pop).over_budget(self.params.budget.percent / 100.0, now_ms),
@@ -186,13 +187,10 @@ impl Hedger {
     fn static_delay(
         &mut self,
         delay_ms: f64,
-        route: &str,
-        own_budget: Option<f64>,
         now_ms: f64,
     ) -> (Option<DelayChoice>, Option<NoHedge>) {
-        if self.pop_over_budget(route, own_budget, now_ms) {
-            return (None, Some(NoHedge::PopOverBudget));
-        }
+        // The PoP's budget is checked when a hedge would go out (a fast
+        // failure's retry still may): `hedge_pays`.
         self.gate.deposit(now_ms);
         let choice = DelayChoice {
             delay_ms,
@@ -205,14 +203,11 @@ impl Hedger {
         &mut self,
         primary: usize,
         route: &str,
-        own_budget: Option<f64>,
         now_ms: f64,
     ) -> (Option<DelayChoice>, Option<NoHedge>) {
-        // The PoP is over the budget this request spends from: no hedging
-        // here until it is back under.
-        if self.pop_over_budget(route, own_budget, now_ms) {
-            return (None, Some(NoHedge::PopOverBudget));
-        }
+        // Whether the PoP is over the budget this request spends from is
+        // asked when a hedge would go out (`hedge_pays`): a fast failure's
+        // retry still goes then, a straggler's hedge does not.
         let choice = self.route_delay(primary, route, now_ms).choice;
         if choice.is_some() {
             self.gate.deposit(now_ms);

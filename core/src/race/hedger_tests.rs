@@ -584,27 +584,74 @@ fn a_route_with_its_own_budget_has_its_own_pop_share() {
         probes: Vec::new(),
     };
     h.pop.push_succeeded(&reply(20), 10, 0.0, &names);
-    let global = h.plan(GET, "/x", 1.0);
-    assert_eq!(global.no_hedge, Some(NoHedge::PopOverBudget));
+    // Earn tokens in both buckets, so only the PoP shares decide.
+    for _ in 0..5 {
+        h.gate.scope(Some(0));
+        h.gate.deposit(0.0);
+        h.gate.scope(None);
+        h.gate.deposit(0.0);
+    }
+    let denied = Some(NoHedge::Denied(HedgeDenied::PopBudget));
+    let mut global = start(&mut h, 1.0);
+    assert_eq!(h.timer_fired(&mut global, 101.0), Action::Wait);
+    assert_eq!(global.no_hedge, denied, "the global share is over 12%");
     let own = h.plan_for(GET, "own", 1.0, Some(0));
+    let mut own = h.start(own, 1.0);
     assert!(
-        own.delay.is_some(),
+        matches!(h.timer_fired(&mut own, 101.0), Action::SendHedge { .. }),
         "the route's own share is under its own budget"
     );
+    h.hedge_sent(&mut own, 101.0);
     // Its share over 30%: that route stops, on its own.
     h.pop.push_succeeded(&reply(40), 10, 2.0, &names);
-    assert_eq!(
-        h.plan_for(GET, "own", 3.0, Some(0)).no_hedge,
-        Some(NoHedge::PopOverBudget)
-    );
+    let again = h.plan_for(GET, "own", 3.0, Some(0));
+    let mut again = h.start(again, 3.0);
+    assert_eq!(h.timer_fired(&mut again, 103.0), Action::Wait);
+    assert_eq!(again.no_hedge, denied);
     // Its requests and hedges are pushed apart from the global counts.
     let push = h.pop.take_push(4.0, 0.95, &names);
     assert_eq!(push.eligible, 1, "only the global request");
     assert_eq!(push.route_budgets.len(), 1);
     assert_eq!(
         (push.route_budgets[0].eligible, push.route_budgets[0].hedges),
-        (2, 0)
+        (2, 1)
     );
+}
+
+#[test]
+fn a_pop_over_its_budget_still_retries_a_fast_failure() {
+    use crate::pop::push::{PushReply, PUSH_VERSION};
+    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    vars.insert(
+        "HEDGE_ORIGINS".into(),
+        r#"[{"name":"a","url":"http://a"},{"name":"b","url":"http://b"}]"#.into(),
+    );
+    vars.insert("HEDGE_MODE".into(), "static".into());
+    vars.insert("HEDGE_STATIC_DELAY_MS".into(), "100".into());
+    vars.insert("HEDGE_PRIMARY".into(), "ordered".into());
+    let params = crate::config::parse(&vars).expect("valid");
+    let mut h = Hedger::new(params, true, 0.0, 1);
+    for _ in 0..20 {
+        h.gate.deposit(0.0);
+    }
+    let names = vec!["a".to_string(), "b".to_string()];
+    let over = PushReply {
+        version: PUSH_VERSION,
+        keys: vec![],
+        hedge_fraction: 0.5,
+        eligible: 100,
+        origins: vec![],
+        route_budgets: Vec::new(),
+        probes: Vec::new(),
+    };
+    h.pop.push_succeeded(&over, 10, 0.0, &names);
+    let mut race = start(&mut h, 1.0);
+    // The primary resets at once: its retry on b replaces it.
+    match h.leg_finished(&mut race, Leg::Primary, Err("reset".into()), 3.0) {
+        Action::SendHedge { origin, .. } => assert_eq!(origin, 1),
+        other => panic!("a fast failure was not retried: {other:?}"),
+    }
+    assert_eq!(race.hedge_cause, Some(HedgeCause::Failure));
 }
 
 #[test]
