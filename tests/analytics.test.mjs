@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { Miniflare } from "miniflare";
 import { origins, workerOptions } from "./support/worker.mjs";
 import { origin } from "./support/harness.mjs";
+import { captureLogs } from "./support/logs.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const doc = readFileSync(path.join(root, "docs/analytics.md"), "utf8");
@@ -27,20 +28,9 @@ test("every column the documented queries read is written, with its documented m
   let n = 0;
   const a = await origin("a", () => ({ delayMs: n++ === 0 ? 1_000 : 2 }));
   const b = await origin("b", () => ({ delayMs: 2 }));
-  const lines = [];
-  const collect = (stream) => {
-    let buf = "";
-    stream.on("data", (d) => {
-      buf += d;
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        lines.push(buf.slice(0, nl));
-        buf = buf.slice(nl + 1);
-      }
-    });
-  };
+  const logs = captureLogs();
   const mf = new Miniflare({
-    handleRuntimeStdio: (stdout, stderr) => (collect(stdout), collect(stderr)),
+    handleRuntimeStdio: logs.handleRuntimeStdio,
     workers: [
       {
         ...workerOptions({
@@ -65,9 +55,8 @@ test("every column the documented queries read is written, with its documented m
     await first.arrayBuffer();
     assert.equal(first.headers.get("x-hedge"), "hedge");
     for (let i = 2; i <= 4; i++) await (await edge.fetch(`http://edge.test/api/${i}`)).arrayBuffer();
-    const deadline = Date.now() + 10_000;
-    const written = () => lines.filter((l) => l.includes("AEPOINT ")).map((l) => JSON.parse(l.slice(l.indexOf("AEPOINT ") + 8)));
-    while (written().length < 4 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    const written = () => logs.lines.filter((l) => l.includes("AEPOINT ")).map((l) => JSON.parse(l.slice(l.indexOf("AEPOINT ") + 8)));
+    await logs.until(() => written().length >= 4);
     points = written();
   } finally {
     await mf.dispose();

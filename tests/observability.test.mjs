@@ -4,38 +4,9 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { origins } from "./support/worker.mjs";
 import { origin, worker } from "./support/harness.mjs";
+import { captureLogs } from "./support/logs.mjs";
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
-
-/**
- * Collects the Worker's stdout and stderr line by line; `lineFor(id)` waits
- * (up to 10 s) for the JSON log line of the request with that id.
- */
-function captureLogs() {
-  const lines = [];
-  let wake = () => {};
-  const collect = (stream) => {
-    let buf = "";
-    stream.on("data", (d) => {
-      buf += d;
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        lines.push(buf.slice(0, nl));
-        buf = buf.slice(nl + 1);
-        wake();
-      }
-    });
-  };
-  const find = (id) => lines.map((l) => l.slice(l.indexOf("{"))).find((l) => l.includes(`"${id}"`));
-  return {
-    handleRuntimeStdio: (stdout, stderr) => (collect(stdout), collect(stderr)),
-    async lineFor(id) {
-      const deadline = Date.now() + 10_000;
-      while (!find(id) && Date.now() < deadline) await new Promise((r) => ((wake = r), setTimeout(r, 500)));
-      return JSON.parse(find(id));
-    },
-  };
-}
 
 async function hedgedPair(headers) {
   // The primary's first answer takes 2 s, far past the 20 ms static hedge delay.

@@ -11,6 +11,16 @@ import { parseMetrics } from "./support/metrics.mjs";
 
 const TOKEN = "test-token-0123456789abcdef";
 
+/** Probes every second, a push after every request (the verdicts ride the replies). */
+const PROBING = {
+  HEDGE_PROBE_PATH: "/health",
+  HEDGE_PROBE_INTERVAL_S: "1",
+  HEDGE_PROBE_TIMEOUT_MS: "500",
+  HEDGE_POP_PUSH_EVERY_REQUESTS: "1",
+  HEDGE_POP_PUSH_INTERVAL_MS: "100",
+  HEDGE_CACHE: "false",
+};
+
 test("an origin failing its probes loses its primaries before users see errors, and gets them back when they pass", async () => {
   let aHealthy = true;
   const health = (healthy) => ({ status: healthy ? 200 : 503, body: healthy ? "ok" : "down" });
@@ -19,12 +29,7 @@ test("an origin failing its probes loses its primaries before users see errors, 
   const w = await worker(
     {
       HEDGE_ORIGINS: origins(a, b),
-      HEDGE_PROBE_PATH: "/health",
-      HEDGE_PROBE_INTERVAL_S: "1",
-      HEDGE_PROBE_TIMEOUT_MS: "500",
-      HEDGE_POP_PUSH_EVERY_REQUESTS: "1",
-      HEDGE_POP_PUSH_INTERVAL_MS: "100",
-      HEDGE_CACHE: "false",
+      ...PROBING,
       HEDGE_STATS_TOKEN: TOKEN,
     },
     popAggregator(),
@@ -105,12 +110,7 @@ test("an origin that dies (every connection reset) and comes back: probes move i
   const w = await worker(
     {
       HEDGE_ORIGINS: origins(a, b),
-      HEDGE_PROBE_PATH: "/health",
-      HEDGE_PROBE_INTERVAL_S: "1",
-      HEDGE_PROBE_TIMEOUT_MS: "500",
-      HEDGE_POP_PUSH_EVERY_REQUESTS: "1",
-      HEDGE_POP_PUSH_INTERVAL_MS: "100",
-      HEDGE_CACHE: "false",
+      ...PROBING,
     },
     popAggregator(),
   );

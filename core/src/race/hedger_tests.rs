@@ -552,9 +552,9 @@ fn a_route_uses_only_its_origins_its_delay_and_its_timeout() {
     assert_eq!(h.plan(GET, "/x", 0.0).primary, 0);
 }
 
-#[test]
-fn a_route_with_its_own_budget_has_its_own_pop_share() {
-    use crate::pop::push::{PushReply, RouteShare, PUSH_VERSION};
+/// Two origins, a static 100 ms delay, the PoP aggregator bound, and no
+/// tokens earned yet: `extra` vars on top.
+fn pop_hedger(extra: &[(&str, &str)]) -> Hedger {
     let mut vars: BTreeMap<String, String> = BTreeMap::new();
     vars.insert(
         "HEDGE_ORIGINS".into(),
@@ -562,26 +562,44 @@ fn a_route_with_its_own_budget_has_its_own_pop_share() {
     );
     vars.insert("HEDGE_MODE".into(), "static".into());
     vars.insert("HEDGE_STATIC_DELAY_MS".into(), "100".into());
-    vars.insert(
-        "HEDGE_ROUTES".into(),
-        r#"[{"prefix":"/own","name":"own","budget_percent":30}]"#.into(),
-    );
-    let params = crate::config::parse(&vars).expect("valid");
-    let mut h = Hedger::new(params, true, 0.0, 1);
-    let names = vec!["a".to_string(), "b".to_string()];
-    // The PoP says: the global share is over 12%, the route's 20% under its 30%.
-    let reply = |route_hedges: u64| PushReply {
-        version: PUSH_VERSION,
+    for (k, v) in extra {
+        vars.insert(k.to_string(), v.to_string());
+    }
+    Hedger::new(crate::config::parse(&vars).expect("valid"), true, 0.0, 1)
+}
+
+/// An aggregator's reply: the global hedge fraction, and route shares.
+fn pop_reply(
+    hedge_fraction: f64,
+    route_budgets: Vec<crate::pop::push::RouteShare>,
+) -> crate::pop::push::PushReply {
+    crate::pop::push::PushReply {
+        version: crate::pop::push::PUSH_VERSION,
         keys: vec![],
-        hedge_fraction: 0.5,
+        hedge_fraction,
         eligible: 100,
         origins: vec![],
-        route_budgets: vec![RouteShare {
+        route_budgets,
+        probes: Vec::new(),
+    }
+}
+
+#[test]
+fn a_route_with_its_own_budget_has_its_own_pop_share() {
+    use crate::pop::push::RouteShare;
+    let mut h = pop_hedger(&[(
+        "HEDGE_ROUTES",
+        r#"[{"prefix":"/own","name":"own","budget_percent":30}]"#,
+    )]);
+    let names = vec!["a".to_string(), "b".to_string()];
+    // The PoP says: the global share is over 12%, the route's 20% under its 30%.
+    let reply = |route_hedges: u64| {
+        let share = RouteShare {
             route: "own".into(),
             eligible: 100,
             hedges: route_hedges,
-        }],
-        probes: Vec::new(),
+        };
+        pop_reply(0.5, vec![share])
     };
     h.pop.push_succeeded(&reply(20), 10, 0.0, &names);
     // Earn tokens in both buckets, so only the PoP shares decide.
@@ -620,31 +638,13 @@ fn a_route_with_its_own_budget_has_its_own_pop_share() {
 
 #[test]
 fn a_pop_over_its_budget_still_retries_a_fast_failure() {
-    use crate::pop::push::{PushReply, PUSH_VERSION};
-    let mut vars: BTreeMap<String, String> = BTreeMap::new();
-    vars.insert(
-        "HEDGE_ORIGINS".into(),
-        r#"[{"name":"a","url":"http://a"},{"name":"b","url":"http://b"}]"#.into(),
-    );
-    vars.insert("HEDGE_MODE".into(), "static".into());
-    vars.insert("HEDGE_STATIC_DELAY_MS".into(), "100".into());
-    vars.insert("HEDGE_PRIMARY".into(), "ordered".into());
-    let params = crate::config::parse(&vars).expect("valid");
-    let mut h = Hedger::new(params, true, 0.0, 1);
+    let mut h = pop_hedger(&[("HEDGE_PRIMARY", "ordered")]);
     for _ in 0..20 {
         h.gate.deposit(0.0);
     }
     let names = vec!["a".to_string(), "b".to_string()];
-    let over = PushReply {
-        version: PUSH_VERSION,
-        keys: vec![],
-        hedge_fraction: 0.5,
-        eligible: 100,
-        origins: vec![],
-        route_budgets: Vec::new(),
-        probes: Vec::new(),
-    };
-    h.pop.push_succeeded(&over, 10, 0.0, &names);
+    h.pop
+        .push_succeeded(&pop_reply(0.5, Vec::new()), 10, 0.0, &names);
     let mut race = start(&mut h, 1.0);
     // The primary resets at once: its retry on b replaces it.
     match h.leg_finished(&mut race, Leg::Primary, Err("reset".into()), 3.0) {
