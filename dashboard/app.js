@@ -69,8 +69,9 @@ async function scrape(scope) {
   return parseText(await res.text());
 }
 
-async function stats() {
-  const res = await fetch(`${base}/stats`, { headers: { authorization: `Bearer ${token}` }, cache: "no-store" });
+async function stats(scope) {
+  const url = `${base}/stats${scope === "pop" ? "?scope=pop" : ""}`;
+  const res = await fetch(url, { headers: { authorization: `Bearer ${token}` }, cache: "no-store" });
   return res.ok ? res.json() : null;
 }
 
@@ -86,7 +87,7 @@ async function refresh() {
     m = await scrape("isolate");
   }
   const own = scope === "pop" ? await scrape("isolate") : m;
-  const isolateStats = await stats();
+  const errorStats = await stats(scope);
   const now = Date.now() / 1000;
   $("scope").textContent = scope === "pop" ? "the PoP (every isolate, from the aggregator)" : "this isolate only (no PoP aggregator bound)";
   const requests = sum(m, "hedgehog_requests_total");
@@ -119,8 +120,13 @@ async function refresh() {
     charts["chart-latency"].setData([history.t, history.p50, history.p99, history.legP50, history.legP99]);
     renderOrigins(m, previous.m);
   }
-  renderRoutes(own);
-  renderErrors(isolateStats);
+  // The PoP's view of routes and errors (what isolates last reported),
+  // else the answering isolate's.
+  const popRoutes = scope === "pop" && series(m, "hedgehog_route_hedge_delay_seconds").length > 0;
+  renderRoutes(popRoutes ? m : own);
+  $("routes-scope").textContent = popRoutes ? "the PoP: what its isolates last reported" : "the isolate that answered";
+  renderErrors(errorStats);
+  $("errors-scope").textContent = scope === "pop" ? "the PoP" : "the isolate that answered";
   previous = { t: now, requests, hedges, won, m };
   $("updated").textContent = new Date().toLocaleTimeString();
   $("updated").dataset.refreshes = String(Number($("updated").dataset.refreshes || 0) + 1);
@@ -178,7 +184,7 @@ function renderErrors(s) {
             `<tr><td>${new Date(e.at_ms).toLocaleTimeString()}</td><td>${escapeHtml(e.route)}</td><td>${e.status ?? "–"}</td><td>${escapeHtml(e.what)}</td><td>${escapeHtml(e.origin ?? "")}</td></tr>`,
         )
         .join("")
-    : `<tr><td colspan="5">none since this isolate started</td></tr>`;
+    : `<tr><td colspan="5">none reported</td></tr>`;
 }
 
 function escapeHtml(s) {

@@ -122,6 +122,7 @@ test("the dashboard shows the PoP's figures, charts them, and asks for the token
     // The route's delay, from the isolate that answered.
     const routes = await page.$$eval("#routes tr", (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
     assert.ok(routes.some((r) => r[0] === "/api" && r[2] === "60.0" && r[3] === "static"), JSON.stringify(routes));
+    assert.match(await page.$eval("#routes-scope", (el) => el.textContent), /PoP/, "the routes come from the PoP");
     assert.deepEqual(pageErrors, []);
   } finally {
     sending = false;

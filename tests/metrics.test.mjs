@@ -100,7 +100,7 @@ test("a route label value a client chose is escaped, and route labels are bounde
 });
 
 test("the PoP scope sums every isolate's pushes; without the aggregator it says so", async () => {
-  const a = await origin("a", () => ({ delayMs: 1 }));
+  const a = await origin("a", (req) => (req.url.includes("/fail") ? { status: 503, body: "busy" } : { delayMs: 1 }));
   const vars = {
     HEDGE_ORIGINS: origins(a),
     HEDGE_STATS_TOKEN: TOKEN,
@@ -144,8 +144,27 @@ test("the PoP scope sums every isolate's pushes; without the aggregator it says 
     assert.equal(m.value("hedgehog_origin_legs_total", { origin: "a", leg: "primary", outcome: "won" }), total);
     assert.equal(m.value("hedgehog_pop_hedge_ratio"), 0);
     assert.ok(m.value("hedgehog_pop_pushes_total") >= 3);
+    // The delay in force per route, as the isolates last reported it.
+    const delays = m.samples.filter((s) => s.name === "hedgehog_route_hedge_delay_seconds" && s.labels.route === "/api");
+    assert.equal(delays.length, 1, JSON.stringify(delays));
+    assert.ok(delays[0].value > 0 && delays[0].labels.origin === "a");
+    // An error on one isolate reaches the PoP's stats with its next push.
+    const failed = await isolates[2].fetch("http://edge.test/api/fail/1");
+    assert.equal(failed.status, 503);
+    await failed.arrayBuffer();
+    let popErrors = [];
+    for (let tries = 0; tries < 50 && popErrors.length === 0; tries++) {
+      const s = await isolates[0].fetch("http://edge.test/__hedge/stats?scope=pop", { headers: auth });
+      assert.equal(s.status, 200);
+      popErrors = (await s.json()).recent_errors;
+      if (popErrors.length === 0) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.deepEqual(
+      popErrors.map((e) => [e.route, e.status, e.origin]),
+      [["/api", 503, "a"]],
+    );
     // The isolate scope of one isolate sees only its own.
-    const own = await isolates[2].fetch("http://edge.test/__hedge/metrics", { headers: auth });
+    const own = await isolates[1].fetch("http://edge.test/__hedge/metrics", { headers: auth });
     assert.equal(parseMetrics(await own.text(), "prometheus").sum("hedgehog_requests_total"), PER);
     const om = await isolates[0].fetch("http://edge.test/__hedge/metrics?scope=pop", {
       headers: { ...auth, accept: "application/openmetrics-text" },
@@ -158,4 +177,7 @@ test("the PoP scope sums every isolate's pushes; without the aggregator it says 
   const res = await alone.fetch("/__hedge/metrics?scope=pop", { headers: auth });
   assert.equal(res.status, 503);
   assert.equal((await res.json()).error, "pop_metrics_unavailable");
+  const stats = await alone.fetch("/__hedge/stats?scope=pop", { headers: auth });
+  assert.equal(stats.status, 503);
+  assert.equal((await stats.json()).error, "pop_stats_unavailable");
 });

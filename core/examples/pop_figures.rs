@@ -153,6 +153,8 @@ fn main() {
             )],
             origins: vec![],
             metrics: None,
+            route_delays: Vec::new(),
+            errors: Vec::new(),
             route_budgets: Vec::new(),
         };
         let (_, touched) = pop.apply(&push, 0, 1_000.0);

@@ -56,6 +56,8 @@ proptest! {
             keys: vec![KeyDelta::new("a", "/r", &whole)],
             origins: vec![],
             metrics: None,
+            route_delays: Vec::new(),
+            errors: Vec::new(),
             route_budgets: Vec::new(),
         }.encode()).expect("valid push");
         prop_assert_eq!(decoded.keys[0].sketch(), whole);
@@ -130,6 +132,8 @@ proptest! {
             keys: vec![KeyDelta::new("a", "/r", &sketch)],
             origins: vec![],
             metrics: None,
+            route_delays: Vec::new(),
+            errors: Vec::new(),
             route_budgets: Vec::new(),
         }.encode();
         for (index, byte) in flips {

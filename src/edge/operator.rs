@@ -80,7 +80,17 @@ async fn respond_to(
         return reply::method_not_allowed("GET", request_id);
     }
     match page {
-        OperatorPage::Stats => {
+        OperatorPage::Stats { pop: true } => {
+            let name = colo(req).unwrap_or_else(|| params.pop.fallback_name.clone());
+            match pop_ask(env, &name, "stats", "application/json").await {
+                Ok(text) => reply::text_response(200, &text, "application/json"),
+                Err(message) => {
+                    worker::console_warn!("hedgehog-edge: PoP stats: {message}");
+                    reply::simple_error(503, "pop_stats_unavailable", "the PoP aggregator did not answer (is POP_AGGREGATOR bound?); this isolate's stats are at this path without ?scope=pop", request_id)
+                }
+            }
+        }
+        OperatorPage::Stats { pop: false } => {
             let body = shared.borrow_mut().stats(wasm_memory_bytes(), now_ms());
             reply::json_response(200, &body, &[("cache-control", "no-store")])
         }
@@ -93,7 +103,11 @@ async fn respond_to(
         OperatorPage::Metrics { pop: true } => {
             let format = Format::from_accept(header("accept").as_deref());
             let name = colo(req).unwrap_or_else(|| params.pop.fallback_name.clone());
-            match pop_metrics(env, &name, format).await {
+            let accept = match format {
+                Format::OpenMetrics => "application/openmetrics-text",
+                Format::Prometheus => "text/plain",
+            };
+            match pop_ask(env, &name, "metrics", accept).await {
                 Ok(text) => reply::text_response(200, &text, format.content_type()),
                 Err(message) => {
                     worker::console_warn!("hedgehog-edge: PoP metrics: {message}");
@@ -104,14 +118,11 @@ async fn respond_to(
     }
 }
 
-/// The PoP-scope metrics text, from the aggregator named `name`.
-async fn pop_metrics(env: &Env, name: &str, format: Format) -> Result<String, String> {
+/// The aggregator named `name`'s answer to GET `path` (its metrics text or
+/// its stats JSON), as text.
+async fn pop_ask(env: &Env, name: &str, path: &str, accept: &str) -> Result<String, String> {
     let namespace = (env.durable_object(POP_BINDING)).map_err(|e| format!("no binding: {e}"))?;
-    let accept = match format {
-        Format::OpenMetrics => "application/openmetrics-text",
-        Format::Prometheus => "text/plain",
-    };
-    let (status, bytes) = ask(&namespace, name, Method::Get, "metrics", None, Some(accept)).await?;
+    let (status, bytes) = ask(&namespace, name, Method::Get, path, None, Some(accept)).await?;
     let text = String::from_utf8(bytes).map_err(|e| format!("not text: {e}"))?;
     if status != 200 {
         return Err(format!("status {status}: {}", &text[..text.len().min(300)]));

@@ -103,16 +103,14 @@ impl StatsParams {
     /// The operator page `path` names, if any (only with a token set).
     pub fn page(&self, path: &str, query: Option<&str>) -> Option<OperatorPage> {
         self.token.as_ref()?;
+        let pop = query.is_some_and(|q| q.split('&').any(|kv| kv == "scope=pop"));
         if path == self.path {
-            return Some(OperatorPage::Stats);
+            return Some(OperatorPage::Stats { pop });
         }
         let parent = self.path.rsplit_once('/').map_or("", |(p, _)| p);
         let sibling = path.strip_prefix(parent)?.strip_prefix('/')?;
         match sibling {
-            "metrics" => {
-                let pop = query.is_some_and(|q| q.split('&').any(|kv| kv == "scope=pop"));
-                Some(OperatorPage::Metrics { pop })
-            }
+            "metrics" => Some(OperatorPage::Metrics { pop }),
             "dashboard" => Some(OperatorPage::Dashboard),
             _ => None,
         }
@@ -122,8 +120,11 @@ impl StatsParams {
 /// The operator's pages, beside the stats path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OperatorPage {
-    /// The stats (JSON).
-    Stats,
+    /// The stats (JSON); `pop`: the aggregator's (`?scope=pop`).
+    Stats {
+        /// `?scope=pop`: the aggregator's view.
+        pop: bool,
+    },
     /// The metrics (OpenMetrics / Prometheus text); `pop` for the PoP scope.
     Metrics {
         /// `?scope=pop`: the aggregator's merged counters.

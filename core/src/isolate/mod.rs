@@ -28,12 +28,13 @@ use crate::cache::freshness::{StoredMeta, Verdict};
 use crate::cache::invalidation::{invalidates, Invalidations};
 use crate::cache::policy::{response_freshness, CacheRoutes};
 use crate::config::{route_policy, Params};
+use crate::estimation::delay_plan::RouteDelay;
 use crate::observe::exposition::Format;
 use crate::observe::metrics::MetricCounts;
 use crate::observe::request_log::LogLevel;
 use crate::pop::client::origin_rates;
 use crate::pop::probes::STALE_AFTER_PROBES;
-use crate::pop::push::PushReply;
+use crate::pop::push::{ErrorReport, PushReply, RouteDelayReport};
 use crate::race::{Hedger, Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState};
 use crate::request::coalesce::{Coalescer, FlightId, FlightState, Role};
 use crate::request::eligibility::{eligibility, Eligibility};
@@ -101,6 +102,9 @@ pub struct Isolate {
     started_ms: f64,
     /// The last requests that ended in an error (the dashboard lists them).
     recent_errors: std::collections::VecDeque<RecentError>,
+    /// The newest error the aggregator has taken, and the newest in the push in flight.
+    errors_pushed_ms: f64,
+    errors_in_flight_ms: Option<f64>,
 }
 
 /// Most recent errors kept.
@@ -143,6 +147,8 @@ impl Isolate {
             id: format!("{seed:016x}"),
             started_ms: now_ms,
             recent_errors: std::collections::VecDeque::new(),
+            errors_pushed_ms: f64::NEG_INFINITY,
+            errors_in_flight_ms: None,
             hedger,
             params,
         }
@@ -350,16 +356,11 @@ impl Isolate {
             let request = (&*admission.request_id, &admission.trace, &*admission.method);
             complete::log_line(&self.params, state, request, x_hedge, total_ms, now_ms)
         });
-        let pop = &mut self.hedger.pop;
-        let push = pop.push_due(now_ms).then(|| {
-            let mut push = pop.take_push(now_ms, self.params.delay.quantile, &self.origin_names);
-            let delta = self.metrics.minus(&self.metrics_pushed);
-            if !delta.is_empty() {
-                push.metrics = Some(delta);
-                self.metrics_in_flight = Some(self.metrics.clone());
-            }
-            push.encode()
-        });
+        let push = self
+            .hedger
+            .pop
+            .push_due(now_ms)
+            .then(|| self.take_push(now_ms));
         Completion {
             log_level: self.params.log_level,
             timeout_ms: state.plan.timeout_ms,
@@ -377,6 +378,58 @@ impl Isolate {
             log,
             push,
         }
+    }
+
+    /// The push that is due: the PoP client's delta, the metrics' difference
+    /// since the last accepted push, each busy route's delay now and the
+    /// errors since the last accepted push.
+    fn take_push(&mut self, now_ms: f64) -> Vec<u8> {
+        let route_delays = self.route_delay_reports(now_ms);
+        let quantile = self.params.delay.quantile;
+        let mut push = (self.hedger.pop).take_push(now_ms, quantile, &self.origin_names);
+        push.route_delays = route_delays;
+        let delta = self.metrics.minus(&self.metrics_pushed);
+        if !delta.is_empty() {
+            push.metrics = Some(delta);
+            self.metrics_in_flight = Some(self.metrics.clone());
+        }
+        let since = self.errors_pushed_ms;
+        push.errors = (self.recent_errors.iter())
+            .filter(|e| e.at_ms > since)
+            .map(|e| ErrorReport {
+                at_ms: e.at_ms,
+                route: e.route.clone(),
+                status: e.status,
+                what: e.what.to_string(),
+                origin: e.origin.clone(),
+            })
+            .collect();
+        self.errors_in_flight_ms = push.errors.last().map(|e| e.at_ms);
+        push.encode()
+    }
+
+    /// Each tracked (primary, route)'s delay now, for the PoP's dashboard.
+    fn route_delay_reports(&mut self, now_ms: f64) -> Vec<RouteDelayReport> {
+        let keys: Vec<(usize, String)> = (self.hedger.route_stats.keys())
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut reports = Vec::new();
+        for (origin, route) in keys {
+            let RouteDelay { choice, benefit } = self.hedger.route_delay(origin, &route, now_ms);
+            let (Some(choice), Some(name)) = (choice, self.origin_names.get(origin)) else {
+                continue;
+            };
+            reports.push(RouteDelayReport {
+                origin: name.clone(),
+                route,
+                delay_ms: choice.delay_ms,
+                basis: choice.basis.as_str().to_string(),
+                predicted_share: benefit.map(|b| b.hedge_share),
+                predicted_tail_ms: benefit.map(|b| b.tail_ms),
+                unhedged_tail_ms: benefit.map(|b| b.unhedged_tail_ms),
+            });
+        }
+        reports
     }
 
     fn note_error(&mut self, state: &RaceState, status: Option<u16>, now_ms: f64) {
@@ -497,12 +550,16 @@ impl Isolate {
         if let Some(pushed) = self.metrics_in_flight.take() {
             self.metrics_pushed = pushed;
         }
+        if let Some(at_ms) = self.errors_in_flight_ms.take() {
+            self.errors_pushed_ms = at_ms;
+        }
     }
 
     /// A push failed; how many have failed in a row.
     pub fn push_failed(&mut self, now_ms: f64) -> u32 {
         self.hedger.pop.push_failed(now_ms);
         self.metrics_in_flight = None;
+        self.errors_in_flight_ms = None;
         self.hedger.pop.counts().failing_in_a_row
     }
 

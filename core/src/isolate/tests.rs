@@ -106,7 +106,11 @@ fn the_stats_path_and_websockets_are_routed_apart() {
     };
     assert_eq!(
         page(&mut iso, "https://e/__hedge/stats"),
-        Some(OperatorPage::Stats)
+        Some(OperatorPage::Stats { pop: false })
+    );
+    assert_eq!(
+        page(&mut iso, "https://e/__hedge/stats?scope=pop"),
+        Some(OperatorPage::Stats { pop: true })
     );
     assert_eq!(
         page(&mut iso, "https://e/__hedge/metrics"),

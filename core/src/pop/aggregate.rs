@@ -8,7 +8,7 @@
 //! when room is needed). A full table leaves new keys untracked (their
 //! replies carry no PoP quantile) rather than evicting live ones.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use crate::capped_map::CappedMap;
 
@@ -20,8 +20,8 @@ use crate::observe::exposition::{write_counts, Exposition, Format, Kind};
 use crate::observe::metrics::MetricCounts;
 use crate::pop::probes::{ProbeBook, ProbeParams, ProbeResult};
 use crate::pop::push::{
-    KeyDelta, KeyQuantile, OriginRate, Push, PushError, PushReply, RouteShare, SparseBucket,
-    PUSH_VERSION,
+    ErrorReport, KeyDelta, KeyQuantile, OriginRate, Push, PushError, PushReply, RouteDelayReport,
+    RouteShare, SparseBucket, MAX_PUSH_ERRORS, PUSH_VERSION,
 };
 
 /// Aggregator limits.
@@ -123,6 +123,11 @@ pub struct PopAggregate {
     /// Per route policy with its own budget: eligible and hedges over the
     /// window (at most [`MAX_ROUTE_SHARES`] routes; kept in memory only).
     route_shares: BTreeMap<String, SlidingWindow<Pair>>,
+    /// The latest delay any isolate reported per (origin, route), and when
+    /// (at most `max_keys`; older than a window, not shown).
+    route_delays: BTreeMap<(String, String), (RouteDelayReport, f64)>,
+    /// The PoP's last errors, newest last (at most [`MAX_PUSH_ERRORS`]).
+    errors: VecDeque<ErrorReport>,
 }
 
 /// Most route policies whose PoP share is kept.
@@ -151,6 +156,8 @@ impl PopAggregate {
             probes: ProbeBook::default(),
             last_push_ms: None,
             route_shares: BTreeMap::new(),
+            route_delays: BTreeMap::new(),
+            errors: VecDeque::new(),
         }
     }
 
@@ -239,6 +246,20 @@ impl PopAggregate {
                 .update(now_ms, |p| {
                     p.add(&Pair(origin.responses, origin.errors_5xx))
                 });
+        }
+        for d in &push.route_delays {
+            let key = (d.origin.clone(), d.route.clone());
+            if self.route_delays.len() < self.params.max_keys
+                || self.route_delays.contains_key(&key)
+            {
+                self.route_delays.insert(key, (d.clone(), now_ms));
+            }
+        }
+        for e in &push.errors {
+            if self.errors.len() >= MAX_PUSH_ERRORS {
+                self.errors.pop_front();
+            }
+            self.errors.push_back(e.clone());
         }
         let mut route_budgets = Vec::new();
         for share in &push.route_budgets {
@@ -445,6 +466,7 @@ impl PopAggregate {
             );
         }
         self.write_probes(&mut x);
+        self.write_route_delays(&mut x, now_ms);
         x.family(
             "hedgehog_pop_pushes",
             Kind::Counter,
@@ -462,6 +484,53 @@ impl PopAggregate {
         );
         x.sample("hedgehog_pop_latency_keys", &[], self.keys.len() as f64);
         x.finish()
+    }
+
+    /// The PoP's last errors, oldest first.
+    pub fn recent_errors(&self) -> &VecDeque<ErrorReport> {
+        &self.errors
+    }
+
+    /// The delay in force per (origin, route), as the isolates last
+    /// reported it within the window.
+    fn write_route_delays(&mut self, x: &mut Exposition, now_ms: f64) {
+        let window_ms = self.params.window.window_ms;
+        self.route_delays
+            .retain(|_, (_, at)| now_ms - *at <= window_ms);
+        x.family("hedgehog_route_hedge_delay_seconds", Kind::Gauge, "The hedge delay a request on the route would get now, by primary origin (the latest an isolate reported).");
+        for ((origin, route), (d, _)) in &self.route_delays {
+            x.sample(
+                "hedgehog_route_hedge_delay_seconds",
+                &[("origin", origin), ("route", route), ("basis", &d.basis)],
+                d.delay_ms / 1000.0,
+            );
+        }
+        x.family(
+            "hedgehog_route_predicted_hedge_ratio",
+            Kind::Gauge,
+            "With a delay by predicted benefit: the share of requests expected to be hedged.",
+        );
+        for ((origin, route), (d, _)) in &self.route_delays {
+            if let Some(share) = d.predicted_share {
+                x.sample(
+                    "hedgehog_route_predicted_hedge_ratio",
+                    &[("origin", origin), ("route", route)],
+                    share,
+                );
+            }
+        }
+        x.family("hedgehog_route_predicted_tail_seconds", Kind::Gauge, "With a delay by predicted benefit: the mean of the slowest 1% predicted with hedging (hedged=true) and without.");
+        for ((origin, route), (d, _)) in &self.route_delays {
+            for (hedged, tail) in [("true", d.predicted_tail_ms), ("false", d.unhedged_tail_ms)] {
+                if let Some(ms) = tail {
+                    x.sample(
+                        "hedgehog_route_predicted_tail_seconds",
+                        &[("origin", origin), ("route", route), ("hedged", hedged)],
+                        ms / 1000.0,
+                    );
+                }
+            }
+        }
     }
 
     /// The active probes' families (nothing without probe results).
@@ -551,6 +620,8 @@ mod tests {
                 errors_5xx: 3,
             }],
             metrics: None,
+            route_delays: Vec::new(),
+            errors: Vec::new(),
             route_budgets: Vec::new(),
         }
     }

@@ -220,6 +220,8 @@ impl PopClient {
             keys,
             origins,
             metrics: None,
+            route_delays: Vec::new(),
+            errors: Vec::new(),
             route_budgets: std::mem::take(&mut self.route_counts)
                 .into_iter()
                 .map(|(route, (eligible, hedges))| RouteShare {

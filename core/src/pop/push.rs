@@ -79,10 +79,58 @@ pub struct Push {
     /// hedges since the last push (its PoP-wide share is kept apart).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub route_budgets: Vec<RouteShare>,
+    /// The delay each of its busy routes would get now, and what the
+    /// benefit rule predicts for it (the PoP's dashboard shows the latest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub route_delays: Vec<RouteDelayReport>,
+    /// Requests that ended in an error since the last push (at most
+    /// [`MAX_PUSH_ERRORS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<ErrorReport>,
     /// The metrics counted since the last push that reached the
     /// aggregator (summed there for the PoP-scope metrics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<MetricCounts>,
+}
+
+/// Most errors one push reports.
+pub const MAX_PUSH_ERRORS: usize = 20;
+
+/// The delay a route's requests on one primary would get now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteDelayReport {
+    /// Primary origin name.
+    pub origin: String,
+    /// Route key.
+    pub route: String,
+    /// The delay, ms.
+    pub delay_ms: f64,
+    /// Its basis (`benefit`, `route`, `pop`, ...).
+    pub basis: String,
+    /// With a delay by predicted benefit: the share of requests expected to
+    /// be hedged, and the mean of the slowest 1% with and without hedging.
+    pub predicted_share: Option<f64>,
+    /// Predicted tail with hedging, ms.
+    pub predicted_tail_ms: Option<f64>,
+    /// Predicted tail without, ms.
+    pub unhedged_tail_ms: Option<f64>,
+}
+
+/// A request that ended in an error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorReport {
+    /// When (epoch ms).
+    pub at_ms: f64,
+    /// Route key.
+    pub route: String,
+    /// The status the client got (`None`: the Worker's own 502/504).
+    pub status: Option<u16>,
+    /// What happened, in words.
+    pub what: String,
+    /// The origin whose answer or silence it was.
+    pub origin: Option<String>,
 }
 
 /// One route policy's eligible requests and hedges (in a push), or its
@@ -212,6 +260,30 @@ impl Push {
         }
         if let Some(metrics) = &self.metrics {
             metrics.check().map_err(PushError)?;
+        }
+        if self.route_delays.len() > MAX_PUSH_KEYS || self.errors.len() > MAX_PUSH_ERRORS {
+            return fail("too many route delays or errors");
+        }
+        let number = |v: f64| v.is_finite() && v >= 0.0;
+        for d in &self.route_delays {
+            check_name("origin", &d.origin)?;
+            check_name("route", &d.route)?;
+            let optional = [d.predicted_share, d.predicted_tail_ms, d.unhedged_tail_ms];
+            if !number(d.delay_ms)
+                || d.basis.len() > 16
+                || !optional.iter().flatten().all(|v| number(*v))
+            {
+                return fail("a route delay is malformed");
+            }
+        }
+        for e in &self.errors {
+            check_name("route", &e.route)?;
+            if let Some(o) = &e.origin {
+                check_name("origin", o)?;
+            }
+            if !number(e.at_ms) || e.what.len() > 200 {
+                return fail("an error report is malformed");
+            }
         }
         if self.route_budgets.len() > MAX_PUSH_ORIGINS {
             return fail("too many route budgets");
@@ -352,6 +424,8 @@ mod tests {
                 errors_5xx: 1,
             }],
             metrics: None,
+            route_delays: Vec::new(),
+            errors: Vec::new(),
             route_budgets: Vec::new(),
         }
     }

@@ -20,7 +20,7 @@ use crate::edge::env_vars::read_vars;
 use hedgehog_core::config::{self, ProbeParams};
 use hedgehog_core::observe::exposition::Format;
 use hedgehog_core::pop::aggregate::{PopAggregate, PopKey, PopParams};
-use hedgehog_core::pop::push::{OriginRate, Push};
+use hedgehog_core::pop::push::{ErrorReport, OriginRate, Push};
 // The `#[durable_object]` expansion names `wasm_bindgen` by its bare path.
 use worker::wasm_bindgen;
 
@@ -81,6 +81,8 @@ struct StatsJson {
     hedge_fraction: f64,
     /// Per-origin responses and 5xx rate over the window.
     origins: Vec<OriginRate>,
+    /// The PoP's last errors, as isolates reported them, oldest first.
+    recent_errors: Vec<ErrorReport>,
 }
 
 impl DurableObject for PopAggregator {
@@ -166,6 +168,7 @@ impl DurableObject for PopAggregator {
                     push_bytes: aggregate.push_bytes(),
                     hedge_fraction: aggregate.hedge_fraction(now),
                     origins: aggregate.origin_rates(now),
+                    recent_errors: aggregate.recent_errors().iter().cloned().collect(),
                 })?;
                 json(200, &stats)
             }
