@@ -8,6 +8,8 @@
 //! the time, so one is ready the moment an origin's error rate crosses the
 //! line and the cut takes effect at once.
 
+use std::rc::Rc;
+
 use crate::admission::budget::{BudgetParams, HedgeBudget};
 use crate::admission::health::{BudgetLevel, HealthParams, HealthWindow, OriginHealth, Outcome};
 use crate::admission::origin_load::{OriginLoad, OriginLoadParams};
@@ -165,7 +167,7 @@ pub struct HedgeGate {
     /// and only over at least `min_requests` answers, like a local one.
     health_params: HealthParams,
     /// Route policies' origins, and their own buckets (by route policy).
-    route_origins: Vec<Option<Vec<usize>>>,
+    route_origins: Vec<Option<Rc<[usize]>>>,
     route_budgets: Vec<Option<HedgeBudget>>,
     /// The route policy of the request being decided (set by
     /// [`HedgeGate::scope`] before each decision).
@@ -196,7 +198,9 @@ impl HedgeGate {
             load: OriginLoad::new(params.origin_load, origins, params.seed),
             pop_rates: vec![None; origins],
             health_params: params.health,
-            route_origins: params.routes.iter().map(|r| r.origins.clone()).collect(),
+            route_origins: (params.routes.iter())
+                .map(|r| r.origins.as_deref().map(Rc::from))
+                .collect(),
             route_budgets: (params.routes.iter())
                 .map(|r| {
                     r.budget_percent.map(|percent| {
@@ -222,10 +226,16 @@ impl HedgeGate {
 
     /// Whether the request in scope may use `origin`.
     fn allowed(&self, origin: usize) -> bool {
-        match self.scope.and_then(|r| self.route_origins.get(r)) {
-            Some(Some(origins)) => origins.contains(&origin),
-            _ => true,
-        }
+        self.restriction().is_none_or(|o| o.contains(&origin))
+    }
+
+    /// The origins the request in scope may use, when its route restricts
+    /// them (a shared handle: no copy, and nothing at all for the usual
+    /// unrestricted request).
+    fn restriction(&self) -> Option<Rc<[usize]>> {
+        self.scope
+            .and_then(|r| self.route_origins.get(r))
+            .and_then(Clone::clone)
     }
 
     /// The bucket the request in scope spends from: its route's own, or the global one.
@@ -238,14 +248,14 @@ impl HedgeGate {
 
     /// The primary for a new request: the first origin that admits it.
     pub fn choose_primary(&mut self, now_ms: f64) -> usize {
-        let allowed: Vec<bool> = (0..self.health.len()).map(|i| self.allowed(i)).collect();
+        let restriction = self.restriction();
+        let allowed = |i: usize| restriction.as_ref().is_none_or(|o| o.contains(&i));
         let health = &mut self.health;
-        let first_allowed = allowed.iter().position(|a| *a).unwrap_or(0);
-        let chosen = choose_primary(health.len(), |i| allowed[i] && health[i].admit(now_ms));
-        if allowed.get(chosen).copied().unwrap_or(false) {
+        let chosen = choose_primary(health.len(), |i| allowed(i) && health[i].admit(now_ms));
+        if allowed(chosen) {
             chosen
         } else {
-            first_allowed
+            (0..health.len()).find(|&i| allowed(i)).unwrap_or(0)
         }
     }
 
@@ -254,16 +264,17 @@ impl HedgeGate {
     /// request as its one recovery trial first, as in configuration order;
     /// with no healthy origin, the first one.
     pub fn choose_primary_by_load(&mut self, now_ms: f64) -> usize {
-        let allowed: Vec<bool> = (0..self.health.len()).map(|i| self.allowed(i)).collect();
+        let restriction = self.restriction();
+        let allowed = |i: usize| restriction.as_ref().is_none_or(|o| o.contains(&i));
         for (i, health) in self.health.iter_mut().enumerate() {
-            if allowed[i] && !health.is_healthy() && health.admit(now_ms) {
+            if allowed(i) && !health.is_healthy() && health.admit(now_ms) {
                 return i;
             }
         }
         let health = &self.health;
-        let first_allowed = allowed.iter().position(|a| *a).unwrap_or(0);
+        let first_allowed = (0..health.len()).find(|&i| allowed(i)).unwrap_or(0);
         self.load
-            .choose_primary(now_ms, |i| allowed[i] && health[i].is_healthy())
+            .choose_primary(now_ms, |i| allowed(i) && health[i].is_healthy())
             .unwrap_or(first_allowed)
     }
 
@@ -353,10 +364,10 @@ impl HedgeGate {
         }
         let zones: Vec<Option<&str>> = self.zones.iter().map(|z| z.as_deref()).collect();
         let rules = self.target_rules(primary, primary_level, same_origin_allowed, urgency);
-        let allowed: Vec<bool> = (0..self.health.len()).map(|i| self.allowed(i)).collect();
+        let restriction = self.restriction();
         let target = choose_hedge(primary, &zones, rules.same_origin, |i| {
             let level = level_of(i);
-            let room = allowed[i]
+            let room = restriction.as_ref().is_none_or(|o| o.contains(&i))
                 && !rules.excludes(&self.load, i, level)
                 && (!matches!(level, BudgetLevel::Reduced(_))
                     || !charge_budget

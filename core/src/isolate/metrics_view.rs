@@ -3,8 +3,7 @@
 
 use super::Isolate;
 use crate::admission::health::BudgetLevel;
-use crate::estimation::delay_plan::RouteDelay;
-use crate::observe::exposition::{write_counts, Exposition, Format, Kind};
+use crate::observe::exposition::{write_counts, write_route_delays, Exposition, Format, Kind};
 
 /// The isolate's metrics at `now_ms`.
 pub(super) fn metrics_text(isolate: &mut Isolate, format: Format, now_ms: f64) -> String {
@@ -81,57 +80,9 @@ pub(super) fn metrics_text(isolate: &mut Isolate, format: Format, now_ms: f64) -
             n as f64,
         );
     }
-    x.family(
-        "hedgehog_route_hedge_delay_seconds",
-        Kind::Gauge,
-        "The hedge delay a request on the route would get now, by primary origin.",
-    );
-    let keys: Vec<(usize, String)> = h.route_stats.keys().map(|(k, _)| k.clone()).collect();
-    let mut predicted = Vec::new();
-    for (origin, route) in &keys {
-        let RouteDelay { choice, benefit } = h.route_delay(*origin, route, now_ms);
-        let name = params.origins.get(*origin).map_or("?", |o| o.name.as_str());
-        if let Some(choice) = choice {
-            let labels = [
-                ("origin", name),
-                ("route", route.as_str()),
-                ("basis", choice.basis.as_str()),
-            ];
-            x.sample(
-                "hedgehog_route_hedge_delay_seconds",
-                &labels,
-                choice.delay_ms / 1000.0,
-            );
-        }
-        if let Some(b) = benefit {
-            predicted.push((name, route.as_str(), b));
-        }
-    }
-    x.family(
-        "hedgehog_route_predicted_hedge_ratio",
-        Kind::Gauge,
-        "With a delay by predicted benefit: the share of requests expected to be hedged.",
-    );
-    for (origin, route, b) in &predicted {
-        x.sample(
-            "hedgehog_route_predicted_hedge_ratio",
-            &[("origin", origin), ("route", route)],
-            b.hedge_share,
-        );
-    }
-    x.family("hedgehog_route_predicted_tail_seconds", Kind::Gauge, "With a delay by predicted benefit: the mean of the slowest 1% predicted with hedging (hedged=true) and without.");
-    for (origin, route, b) in &predicted {
-        x.sample(
-            "hedgehog_route_predicted_tail_seconds",
-            &[("origin", origin), ("route", route), ("hedged", "true")],
-            b.tail_ms / 1000.0,
-        );
-        x.sample(
-            "hedgehog_route_predicted_tail_seconds",
-            &[("origin", origin), ("route", route), ("hedged", "false")],
-            b.unhedged_tail_ms / 1000.0,
-        );
-    }
+    let reports = isolate.route_delay_reports(now_ms);
+    write_route_delays(&mut x, reports.iter());
+    let h = &mut isolate.hedger;
     x.family(
         "hedgehog_isolate_lag_seconds",
         Kind::Gauge,

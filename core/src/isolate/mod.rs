@@ -327,19 +327,14 @@ impl Isolate {
             _ => (true, true),
         };
         let rescue = answer.stale_if_error && origin_failed;
-        self.hedger
-            .record_outcome(state, client_error && !rescue, now_ms);
+        // Computed once: the stats' counters and the metrics both take it.
+        let summary = state.summary(client_error && !rescue, now_ms);
+        self.hedger.record_outcome(state, &summary);
         let total_ms = now_ms - admission.started_ms;
-        if client_error && !rescue {
+        if summary.error {
             self.note_error(state, answer.status, now_ms);
         }
-        (self.metrics).record(
-            &self.origin_names,
-            state,
-            client_error && !rescue,
-            total_ms,
-            now_ms,
-        );
+        (self.metrics).record(&self.origin_names, state, &summary, total_ms, now_ms);
         let status = answer.status.filter(|_| won);
         let invalidate = status.is_some_and(|s| invalidates(&admission.method, s));
         let store = match (admission.cache.is_some() && !rescue, status) {

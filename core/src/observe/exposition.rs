@@ -6,6 +6,7 @@
 
 use super::metrics::{MetricCounts, BUCKETS_S, LEGS, LEG_OUTCOMES};
 use crate::admission::payoff::CAUSES;
+use crate::pop::push::RouteDelayReport;
 
 /// Which text format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,6 +305,58 @@ pub fn write_counts(x: &mut Exposition, counts: &MetricCounts) {
             &o.hedge_delay.counts,
             o.hedge_delay.sum_s,
         );
+    }
+}
+
+/// The route gauges: each (primary, route)'s delay in force and, with a
+/// delay by predicted benefit, its predicted hedge share and tails (the
+/// isolate's own now, or in the PoP scope what its isolates last reported).
+pub fn write_route_delays<'a>(
+    x: &mut Exposition,
+    reports: impl Iterator<Item = &'a RouteDelayReport> + Clone,
+) {
+    x.family("hedgehog_route_hedge_delay_seconds", Kind::Gauge, "The hedge delay a request on the route would get now, by primary origin (in the PoP scope, the latest an isolate reported).");
+    for d in reports.clone() {
+        let labels = [
+            ("origin", d.origin.as_str()),
+            ("route", d.route.as_str()),
+            ("basis", d.basis.as_str()),
+        ];
+        x.sample(
+            "hedgehog_route_hedge_delay_seconds",
+            &labels,
+            d.delay_ms / 1000.0,
+        );
+    }
+    x.family(
+        "hedgehog_route_predicted_hedge_ratio",
+        Kind::Gauge,
+        "With a delay by predicted benefit: the share of requests expected to be hedged.",
+    );
+    for d in reports.clone() {
+        if let Some(share) = d.predicted_share {
+            x.sample(
+                "hedgehog_route_predicted_hedge_ratio",
+                &[("origin", &d.origin), ("route", &d.route)],
+                share,
+            );
+        }
+    }
+    x.family("hedgehog_route_predicted_tail_seconds", Kind::Gauge, "With a delay by predicted benefit: the mean of the slowest 1% predicted with hedging (hedged=true) and without.");
+    for d in reports {
+        for (hedged, tail) in [("true", d.predicted_tail_ms), ("false", d.unhedged_tail_ms)] {
+            if let Some(ms) = tail {
+                x.sample(
+                    "hedgehog_route_predicted_tail_seconds",
+                    &[
+                        ("origin", &d.origin),
+                        ("route", &d.route),
+                        ("hedged", hedged),
+                    ],
+                    ms / 1000.0,
+                );
+            }
+        }
     }
 }
 

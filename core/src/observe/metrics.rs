@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::admission::payoff::CAUSES;
+use crate::observe::route_stats::RaceSummary;
 use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
 
 /// Upper bounds of the latency histograms' buckets, seconds (+Inf follows).
@@ -279,31 +280,22 @@ fn leg_outcome(record: &LegRecord, role: Leg, won: bool) -> usize {
 }
 
 impl MetricCounts {
-    /// Counts one finished race on `route` (the client got its answer
-    /// `total_ms` after it arrived; `client_error` as the stats count it).
+    /// Counts one finished race with its `summary` (the client got its
+    /// answer `total_ms` after it arrived).
     pub fn record(
         &mut self,
         origin_names: &[String],
         state: &RaceState,
-        client_error: bool,
+        summary: &RaceSummary,
         total_ms: f64,
         now_ms: f64,
     ) {
-        let route_name = if self.routes.len() < MAX_METRIC_ROUTES
-            || self.routes.contains_key(&state.plan.route)
-        {
-            state.plan.route.as_str()
-        } else {
-            OTHER_ROUTE
-        };
-        let route = match self.routes.get_mut(route_name) {
-            Some(r) => r,
-            None => self.routes.entry(route_name.to_string()).or_default(),
+        let Some(route) = self.route_mut(&state.plan.route) else {
+            return;
         };
         route.requests += 1;
-        route.client_errors += u64::from(client_error);
+        route.client_errors += u64::from(summary.error);
         route.duration.observe(total_ms / 1000.0);
-        let summary = state.summary(client_error, now_ms);
         route.wasted_origin_s += summary.wasted_ms.max(0.0) / 1000.0;
         route.origin_s += summary.origin_ms.max(0.0) / 1000.0;
         if let (true, Some(cause)) = (summary.hedge_sent, summary.hedge_cause) {
@@ -354,6 +346,20 @@ impl MetricCounts {
         }
     }
 
+    /// `name`'s entry, or [`OTHER_ROUTE`]'s once [`MAX_METRIC_ROUTES`] are
+    /// kept; a key is allocated only on its first use.
+    fn route_mut(&mut self, name: &str) -> Option<&mut RouteMetrics> {
+        let key = if self.routes.len() < MAX_METRIC_ROUTES || self.routes.contains_key(name) {
+            name
+        } else {
+            OTHER_ROUTE
+        };
+        if !self.routes.contains_key(key) {
+            self.routes.insert(key.to_string(), RouteMetrics::default());
+        }
+        self.routes.get_mut(key)
+    }
+
     /// The origin's entry; a key is allocated only on its first use (a
     /// request's hot path allocates nothing here).
     fn origin_mut(&mut self, name: &str) -> Option<&mut OriginMetrics> {
@@ -368,12 +374,9 @@ impl MetricCounts {
     /// past [`MAX_METRIC_ROUTES`] add into [`OTHER_ROUTE`].
     pub fn merge(&mut self, other: &MetricCounts) {
         for (name, r) in &other.routes {
-            let key = if self.routes.len() < MAX_METRIC_ROUTES || self.routes.contains_key(name) {
-                name.as_str()
-            } else {
-                OTHER_ROUTE
+            let Some(mine) = self.route_mut(name) else {
+                continue;
             };
-            let mine = self.routes.entry(key.to_string()).or_default();
             mine.requests = mine.requests.saturating_add(r.requests);
             mine.client_errors = mine.client_errors.saturating_add(r.client_errors);
             for (m, o) in mine

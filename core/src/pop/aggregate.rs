@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::estimation::sketch::{BucketCounts, LatencySketch};
 use crate::estimation::window::{SlidingWindow, WindowParams, WindowSlot, WindowedSketch};
-use crate::observe::exposition::{write_counts, Exposition, Format, Kind};
+use crate::observe::exposition::{write_counts, write_route_delays, Exposition, Format, Kind};
 use crate::observe::metrics::MetricCounts;
 use crate::pop::probes::{ProbeBook, ProbeParams, ProbeResult};
 use crate::pop::push::{
@@ -466,7 +466,7 @@ impl PopAggregate {
             );
         }
         self.write_probes(&mut x);
-        self.write_route_delays(&mut x, now_ms);
+        self.write_latest_route_delays(&mut x, now_ms);
         x.family(
             "hedgehog_pop_pushes",
             Kind::Counter,
@@ -493,44 +493,11 @@ impl PopAggregate {
 
     /// The delay in force per (origin, route), as the isolates last
     /// reported it within the window.
-    fn write_route_delays(&mut self, x: &mut Exposition, now_ms: f64) {
+    fn write_latest_route_delays(&mut self, x: &mut Exposition, now_ms: f64) {
         let window_ms = self.params.window.window_ms;
         self.route_delays
             .retain(|_, (_, at)| now_ms - *at <= window_ms);
-        x.family("hedgehog_route_hedge_delay_seconds", Kind::Gauge, "The hedge delay a request on the route would get now, by primary origin (the latest an isolate reported).");
-        for ((origin, route), (d, _)) in &self.route_delays {
-            x.sample(
-                "hedgehog_route_hedge_delay_seconds",
-                &[("origin", origin), ("route", route), ("basis", &d.basis)],
-                d.delay_ms / 1000.0,
-            );
-        }
-        x.family(
-            "hedgehog_route_predicted_hedge_ratio",
-            Kind::Gauge,
-            "With a delay by predicted benefit: the share of requests expected to be hedged.",
-        );
-        for ((origin, route), (d, _)) in &self.route_delays {
-            if let Some(share) = d.predicted_share {
-                x.sample(
-                    "hedgehog_route_predicted_hedge_ratio",
-                    &[("origin", origin), ("route", route)],
-                    share,
-                );
-            }
-        }
-        x.family("hedgehog_route_predicted_tail_seconds", Kind::Gauge, "With a delay by predicted benefit: the mean of the slowest 1% predicted with hedging (hedged=true) and without.");
-        for ((origin, route), (d, _)) in &self.route_delays {
-            for (hedged, tail) in [("true", d.predicted_tail_ms), ("false", d.unhedged_tail_ms)] {
-                if let Some(ms) = tail {
-                    x.sample(
-                        "hedgehog_route_predicted_tail_seconds",
-                        &[("origin", origin), ("route", route), ("hedged", hedged)],
-                        ms / 1000.0,
-                    );
-                }
-            }
-        }
+        write_route_delays(x, self.route_delays.values().map(|(d, _)| d));
     }
 
     /// The active probes' families (nothing without probe results).

@@ -11,6 +11,7 @@ use crate::admission::health::Outcome;
 use crate::admission::hedge_gate::{HedgeDenied, Urgency};
 use crate::estimation::sketch::Sample;
 use crate::no_hedge::NoHedge;
+use crate::observe::route_stats::RaceSummary;
 
 // === impl Hedger ===
 
@@ -242,12 +243,11 @@ impl Hedger {
         self.finish(state, RaceEnd::ClientGone)
     }
 
-    /// The request is done (its response went out): count it for the stats.
-    /// `client_error` says the client got a 5xx or no origin answer.
-    pub fn record_outcome(&mut self, state: &RaceState, client_error: bool, now_ms: f64) {
-        let summary = state.summary(client_error, now_ms);
+    /// The request is done (its response went out): count `summary`
+    /// ([`RaceState::summary`]) for the stats.
+    pub fn record_outcome(&mut self, state: &RaceState, summary: &RaceSummary) {
         self.route_stats
-            .record(state.plan.primary, &state.plan.route, &summary);
+            .record(state.plan.primary, &state.plan.route, summary);
     }
 
     fn step(&mut self, state: &mut RaceState, step: Step, now_ms: f64) -> Action {

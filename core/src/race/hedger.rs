@@ -137,7 +137,9 @@ impl Hedger {
             // Hedging off for the route: what HEDGE_MODE=off does, no more.
             (_, Some(RouteMode::Off)) => (None, Some(NoHedge::Off)),
             (_, Some(RouteMode::Static { delay_ms })) => self.static_delay(delay_ms, now_ms),
-            (Eligibility::Hedgeable { .. }, _) => self.choose_delay(primary, route, now_ms),
+            (Eligibility::Hedgeable { .. }, _) => {
+                self.choose_delay(primary, route, route_policy, now_ms)
+            }
         };
         if delay.is_some() {
             self.third.deposit();
@@ -203,12 +205,13 @@ impl Hedger {
         &mut self,
         primary: usize,
         route: &str,
+        route_policy: Option<usize>,
         now_ms: f64,
     ) -> (Option<DelayChoice>, Option<NoHedge>) {
         // Whether the PoP is over the budget this request spends from is
         // asked when a hedge would go out (`hedge_pays`): a fast failure's
         // retry still goes then, a straggler's hedge does not.
-        let choice = self.route_delay(primary, route, now_ms).choice;
+        let choice = (self.route_delay_for(primary, route, route_policy, now_ms)).choice;
         if choice.is_some() {
             self.gate.deposit(now_ms);
         }
@@ -221,6 +224,18 @@ impl Hedger {
     /// delay rule, budget share and origins.
     pub fn route_delay(&mut self, primary: usize, route: &str, now_ms: f64) -> RouteDelay {
         let policy = (self.params.routes.iter()).position(|r| r.name == route);
+        self.route_delay_for(primary, route, policy, now_ms)
+    }
+
+    /// [`Hedger::route_delay`] for a request of route policy `policy` (its
+    /// plan knows it: no look-up by name on a request's path).
+    fn route_delay_for(
+        &mut self,
+        primary: usize,
+        route: &str,
+        policy: Option<usize>,
+        now_ms: f64,
+    ) -> RouteDelay {
         let rules =
             policy
                 .and_then(|i| self.params.routes.get(i))
