@@ -50,6 +50,15 @@ impl<K: Hash + Eq + Clone, V> CappedMap<K, V> {
         Some(&mut entry.value)
     }
 
+    /// Takes `key`'s value out.
+    pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.entries.remove(key).map(|entry| entry.value)
+    }
+
     /// The value for `key`, without marking it used.
     pub fn get<Q>(&self, key: &Q) -> Option<&V>
     where

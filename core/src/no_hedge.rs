@@ -41,6 +41,7 @@ mod tests {
             NoHedge::NotEligible(NotHedgeableReason::BodyTooLarge),
             NoHedge::NotEligible(NotHedgeableReason::Upgrade),
             NoHedge::NotEligible(NotHedgeableReason::HeldBodiesFull),
+            NoHedge::NotEligible(NotHedgeableReason::MethodOverride),
             NoHedge::PopOverBudget,
             NoHedge::Off,
             NoHedge::Denied(HedgeDenied::Budget),

@@ -29,6 +29,7 @@ use worker::js_sys::Uint8Array;
 use super::clock::{now_ms, random_hex};
 use super::isolate::Shared;
 use super::reply::{drop_hop_by_hop, null_body_status};
+use super::request_body::HeldClaim;
 use hedgehog_core::cache::conditional::{updated_by_304, NOT_MODIFIED_OMITS};
 use hedgehog_core::cache::freshness::StoredMeta;
 use hedgehog_core::cache::invalidation::same_origin_target;
@@ -329,19 +330,44 @@ pub(crate) fn store_task(
         headers.get("content-length").ok().flatten().as_deref(),
         headers.get("content-encoding").ok().flatten().as_deref(),
     );
-    let (copy, progress) = tracked_copy(response, &target.meta, target.keep_secs).ok()?;
+    // The copy is a tee: what the cache has read and the client has not is
+    // held by the runtime. A slow reader on a 48 MiB answer held +114 MB
+    // (`node lab/slow-reader.mjs`), so a copy claims its bytes from the
+    // isolate's held-body cap (`HEDGE_MAX_HELD_BODY_BYTES`, shared with
+    // request bodies held for replay): a declared length up front (not
+    // stored if it does not fit), an unknown one chunk by chunk (the store
+    // is dropped at the first chunk that does not fit). The client's answer
+    // is never held back either way.
+    let mut claim = HeldClaim::default();
+    if let Some(len) = expected_len {
+        if !claim.try_add(len) {
+            return None;
+        }
+    }
+    let (copy, progress) = tracked_copy(
+        response,
+        &target.meta,
+        target.keep_secs,
+        claim,
+        expected_len.is_none(),
+    )
+    .ok()?;
     let put = cache.put_with_str(&key, &copy);
     let url = url.to_string();
     Some(Box::pin(async move {
         let stored = JsFuture::from(put).await;
-        let whole = {
+        let (whole, over_cap) = {
             let p = progress.borrow();
-            body_whole(expected_len, p.bytes, p.errored, p.ended)
+            let whole = body_whole(expected_len, p.bytes, p.errored, p.ended);
+            (whole, p.over_cap)
         };
-        if stored.is_ok() && !whole {
-            // Stored, but short: take it out again before anyone is served it.
+        if over_cap || (stored.is_ok() && !whole) {
+            // Short: taken out again before anyone is served it (a copy cut
+            // at the cap can be kept short even though its put failed).
             let _ = JsFuture::from(cache.delete_with_str(&key)).await;
-            console_warn!("hedgehog-edge: the origin's body ended early; not cached");
+            if !over_cap {
+                console_warn!("hedgehog-edge: the origin's body ended early; not cached");
+            }
             return;
         }
         // The variant first, the marker after it: a marker always points at
@@ -357,12 +383,17 @@ pub(crate) fn store_task(
     }))
 }
 
-/// How the cache's copy of a body went, as far as the copy has been read.
+/// How the cache's copy of a body went, as far as the copy has been read,
+/// and the bytes it holds against the isolate's cap (given back when the
+/// copy and its store are both done).
 #[derive(Debug, Default)]
 struct CopyProgress {
     bytes: u64,
     errored: bool,
     ended: bool,
+    /// A chunk did not fit under the cap: the copy was cut there.
+    over_cap: bool,
+    claim: HeldClaim,
 }
 
 /// The stored form of `response`'s headers: end-to-end only, the headers the
@@ -400,13 +431,20 @@ fn runtime_keep(keep_secs: u64) -> String {
 /// whole body from one that ended early: an origin that resets mid-body is
 /// relayed by the runtime as an ordinary end, and the cache would keep the
 /// short body as if it were the response.
+/// `claim_chunks`: the body's length is unknown, so each chunk is claimed
+/// as it passes (`claim` holds what was claimed up front).
 fn tracked_copy(
     response: &web_sys::Response,
     meta: &StoredMeta,
     keep_secs: u64,
+    claim: HeldClaim,
+    claim_chunks: bool,
 ) -> worker::Result<(web_sys::Response, Rc<RefCell<CopyProgress>>)> {
     let copy = response.clone()?;
-    let progress = Rc::new(RefCell::new(CopyProgress::default()));
+    let progress = Rc::new(RefCell::new(CopyProgress {
+        claim,
+        ..CopyProgress::default()
+    }));
     let init = web_sys::ResponseInit::new();
     init.set_status(copy.status());
     init.set_headers_headers(&stored_headers(response, meta, keep_secs)?);
@@ -423,7 +461,17 @@ fn tracked_copy(
         .map(move |item| {
             let mut p = counting.borrow_mut();
             match &item {
-                Ok(chunk) => p.bytes += u64::from(Uint8Array::new(chunk).length()),
+                Ok(chunk) => {
+                    let len = u64::from(Uint8Array::new(chunk).length());
+                    if claim_chunks && !p.claim.try_add(len) {
+                        // Erroring the copy cancels its branch of the tee,
+                        // so nothing more is held for it.
+                        p.over_cap = true;
+                        p.errored = true;
+                        return Some(Err(JsValue::from_str("over the held-body cap")));
+                    }
+                    p.bytes += len;
+                }
                 Err(_) => p.errored = true,
             }
             Some(item)

@@ -125,7 +125,9 @@ async fn pop_ask(env: &Env, name: &str, path: &str, accept: &str) -> Result<Stri
     let (status, bytes) = ask(&namespace, name, Method::Get, path, None, Some(accept)).await?;
     let text = String::from_utf8(bytes).map_err(|e| format!("not text: {e}"))?;
     if status != 200 {
-        return Err(format!("status {status}: {}", &text[..text.len().min(300)]));
+        // At most 300 characters, cut on a character (a byte offset can split one).
+        let end = text.char_indices().nth(300).map_or(text.len(), |(i, _)| i);
+        return Err(format!("status {status}: {}", &text[..end]));
     }
     Ok(text)
 }

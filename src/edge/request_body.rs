@@ -23,14 +23,16 @@ pub(crate) enum BodyRead {
     Streamed(web_sys::ReadableStream, NotHedgeableReason),
 }
 
-/// Bytes this request holds against the isolate's cap; given back when dropped.
+/// Bytes a request body, or a cache copy (`cache::store_task`), holds
+/// against the isolate's cap; given back when dropped.
 #[derive(Debug, Default)]
 pub(crate) struct HeldClaim {
     bytes: u64,
 }
 
 impl HeldClaim {
-    fn try_add(&mut self, bytes: u64) -> bool {
+    /// Claims `bytes` more; `false` (and nothing claimed) when they do not fit.
+    pub(crate) fn try_add(&mut self, bytes: u64) -> bool {
         let ok = isolate::with(|isolate| isolate.hold_body_bytes(bytes)).unwrap_or(false);
         if ok {
             self.bytes += bytes;

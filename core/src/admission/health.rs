@@ -7,6 +7,17 @@
 //! healthy one exists. After `cooldown_ms` it lets one trial request through;
 //! a success restores it, a failure restarts the cool-down.
 //!
+//! Failures must be spread over routes to count against the origin: a client
+//! that knows one URL answering 500 (or hanging until the timeout) must not
+//! take the origin out for every route. A 5xx or a timeout on route `r` while
+//! no other route failed within the window and another route succeeded in
+//! it says that path is broken, not the origin: it counts neither toward the
+//! streak, nor the failure and 5xx rates, nor the PoP's rate. A connection
+//! error is always the origin's (no path can refuse a connection), and an
+//! origin serving one route only is judged on that route. Envoy's outlier
+//! detection, by contrast, ejects a host on consecutive 5xx whatever paths
+//! they came from, so one failing endpoint ejects every host it reaches.
+//!
 //! The same window also drives the 5xx-adaptive budget: above
 //! `reduce_above_5xx_rate` the origin's hedges are limited to
 //! `reduced_budget_percent`, above `stop_above_5xx_rate` hedging to and from
@@ -85,8 +96,11 @@ pub enum Outcome {
     Success,
     /// A 5xx answer.
     ServerError,
-    /// No answer: connection error or timeout.
+    /// No answer: a connection error (always the origin's own).
     Unreachable,
+    /// No answer within the race's timeout: a slow path can cause it, so it
+    /// is judged like a 5xx, by route.
+    TimedOut,
     /// A 503 to a hedge: the origin declining optional work. It counts
     /// toward the 5xx rate (the origin is busy) but is not a failure that
     /// degrades the origin.
@@ -159,6 +173,67 @@ pub struct OriginHealth {
     state: State,
     /// The PoP's active probes' latest verdict, while fresh.
     probe: Option<ProbeSeen>,
+    /// Which routes failed and succeeded lately.
+    spread: RouteSpread,
+}
+
+/// The latest success and failure with their routes, and the latest of each
+/// on a route other than that one: enough to tell, in constant space,
+/// whether a failure on route `r` is the only route failing while another
+/// route succeeds.
+#[derive(Debug, Clone, Copy)]
+struct RouteSpread {
+    ok: Latest,
+    failed: Latest,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Latest {
+    /// The latest event's route and time.
+    last: Option<(u64, f64)>,
+    /// The latest event on a route other than `last`'s.
+    other_ms: f64,
+}
+
+impl Latest {
+    const NONE: Latest = Latest {
+        last: None,
+        other_ms: f64::NEG_INFINITY,
+    };
+
+    fn note(&mut self, route: u64, now_ms: f64) {
+        if let Some((r, t)) = self.last {
+            if r != route {
+                self.other_ms = t;
+            }
+        }
+        self.last = Some((route, now_ms));
+    }
+
+    /// The latest event on a route other than `route`.
+    fn other_than(&self, route: u64) -> f64 {
+        match self.last {
+            Some((r, t)) if r != route => t,
+            _ => self.other_ms,
+        }
+    }
+}
+
+impl RouteSpread {
+    /// Whether a failure on `route` now is that route's alone: no other
+    /// route failed within `horizon_ms`, and another one succeeded.
+    fn confined(&self, route: u64, horizon_ms: f64, now_ms: f64) -> bool {
+        now_ms - self.failed.other_than(route) > horizon_ms
+            && now_ms - self.ok.other_than(route) <= horizon_ms
+    }
+}
+
+/// A route key's tag for [`OriginHealth::record`] (FNV-1a: a few dozen
+/// bytes per request, no allocation).
+pub fn route_tag(route: &str) -> u64 {
+    route.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// A probe verdict as an isolate heard it.
@@ -180,6 +255,10 @@ impl OriginHealth {
             consecutive_failures: 0,
             state: State::Healthy,
             probe: None,
+            spread: RouteSpread {
+                ok: Latest::NONE,
+                failed: Latest::NONE,
+            },
         }
     }
 
@@ -213,10 +292,25 @@ impl OriginHealth {
             .is_some_and(|p| !p.up && now_ms - p.at_ms <= p.fresh_ms)
     }
 
-    /// Records the outcome of a request that reached an answer or failed.
-    pub fn record(&mut self, outcome: Outcome, now_ms: f64) {
-        let failure = matches!(outcome, Outcome::ServerError | Outcome::Unreachable);
-        let server_error = matches!(outcome, Outcome::ServerError | Outcome::Shed);
+    /// Records the outcome of a request on route `route` (a [`route_tag`])
+    /// that reached an answer or failed. Returns whether it counted against
+    /// the origin: `false` for a success, and for a failure confined to its
+    /// route (see the module docs), which says nothing of the origin.
+    pub fn record(&mut self, outcome: Outcome, route: u64, now_ms: f64) -> bool {
+        let confinable = matches!(outcome, Outcome::ServerError | Outcome::TimedOut);
+        let confined =
+            confinable && (self.spread).confined(route, self.params.window.window_ms, now_ms);
+        match outcome {
+            Outcome::Success => self.spread.ok.note(route, now_ms),
+            Outcome::Shed => {}
+            _ => self.spread.failed.note(route, now_ms),
+        }
+        let failure = !confined
+            && matches!(
+                outcome,
+                Outcome::ServerError | Outcome::Unreachable | Outcome::TimedOut
+            );
+        let server_error = !confined && matches!(outcome, Outcome::ServerError | Outcome::Shed);
         self.counts.update(now_ms, |c| {
             c.requests += 1;
             c.failures += u64::from(failure);
@@ -224,6 +318,8 @@ impl OriginHealth {
         });
         match outcome {
             Outcome::Shed => {}
+            // A trial that hit the broken path proved nothing either way.
+            _ if confined => self.abandon_trial(now_ms),
             Outcome::Success => {
                 self.consecutive_failures = 0;
                 if self.state != State::Healthy {
@@ -231,7 +327,7 @@ impl OriginHealth {
                     self.state = State::Healthy;
                 }
             }
-            Outcome::ServerError | Outcome::Unreachable => {
+            Outcome::ServerError | Outcome::Unreachable | Outcome::TimedOut => {
                 self.consecutive_failures += 1;
                 match self.state {
                     State::Trial { .. } => self.state = State::Degraded { since_ms: now_ms },
@@ -244,6 +340,7 @@ impl OriginHealth {
                 }
             }
         }
+        failure || server_error
     }
 
     /// Whether the origin may take a request now. A degraded origin past its
@@ -338,8 +435,61 @@ mod tests {
 
     fn record_n(h: &mut OriginHealth, n: usize, outcome: Outcome, now_ms: f64) {
         for _ in 0..n {
-            h.record(outcome, now_ms);
+            h.record(outcome, 0, now_ms);
         }
+    }
+
+    #[test]
+    fn one_paths_failures_degrade_neither_the_origin_nor_its_rates() {
+        let (ok, boom, other) = (route_tag("/ok"), route_tag("/boom"), route_tag("/x"));
+        let mut h = health();
+        h.record(Outcome::Success, ok, 0.0);
+        for k in 0..30 {
+            assert!(!h.record(Outcome::ServerError, boom, 1.0 + f64::from(k)));
+            assert!(!h.record(Outcome::TimedOut, boom, 1.5 + f64::from(k)));
+        }
+        assert!(h.is_healthy(), "a path that fails is that path's problem");
+        assert_eq!(h.window(40.0).failure_rate, Some(0.0));
+        assert_eq!(h.budget_level(40.0), BudgetLevel::Full);
+        // Once a second route fails too, failures count again.
+        assert!(h.record(Outcome::ServerError, other, 41.0));
+        for k in 0..4 {
+            h.record(Outcome::ServerError, boom, 42.0 + f64::from(k));
+        }
+        assert!(!h.is_healthy(), "failures spread over routes degrade");
+    }
+
+    #[test]
+    fn an_origin_down_on_its_only_route_or_refusing_connections_degrades() {
+        let only = route_tag("/");
+        let mut h = health();
+        for _ in 0..10 {
+            h.record(Outcome::Success, only, 0.0);
+        }
+        for k in 0..5 {
+            h.record(Outcome::ServerError, only, 1.0 + f64::from(k));
+        }
+        assert!(
+            !h.is_healthy(),
+            "no other route succeeds: the route is the origin"
+        );
+        let mut h = health();
+        h.record(Outcome::Success, route_tag("/ok"), 0.0);
+        for k in 0..5 {
+            h.record(Outcome::Unreachable, route_tag("/boom"), 1.0 + f64::from(k));
+        }
+        assert!(!h.is_healthy(), "no path refuses a connection");
+        // A success on another route long ago does not shield a failing origin.
+        let mut h = health();
+        h.record(Outcome::Success, route_tag("/ok"), 0.0);
+        for k in 0..5 {
+            h.record(
+                Outcome::ServerError,
+                route_tag("/boom"),
+                70_000.0 + f64::from(k),
+            );
+        }
+        assert!(!h.is_healthy());
     }
 
     #[test]
@@ -390,8 +540,8 @@ mod tests {
         let mut h = health();
         assert_eq!(h.window(0.0).server_error_rate, None);
         record_n(&mut h, 18, Outcome::Success, 1.0);
-        h.record(Outcome::Shed, 1.0);
-        h.record(Outcome::Unreachable, 1.0);
+        h.record(Outcome::Shed, 0, 1.0);
+        h.record(Outcome::Unreachable, 0, 1.0);
         let w = h.window(2.0);
         assert_eq!(w.requests, 20);
         assert_eq!(w.server_error_rate, Some(0.05));
@@ -403,10 +553,10 @@ mod tests {
     fn consecutive_failures_degrade_and_a_success_resets_the_count() {
         let mut h = health();
         record_n(&mut h, 4, Outcome::Unreachable, 1.0);
-        h.record(Outcome::Success, 1.0);
+        h.record(Outcome::Success, 0, 1.0);
         record_n(&mut h, 4, Outcome::Unreachable, 1.0);
         assert!(h.is_healthy());
-        h.record(Outcome::ServerError, 1.0);
+        h.record(Outcome::ServerError, 0, 1.0);
         assert!(!h.is_healthy());
         assert!(!h.admit(2.0));
     }
@@ -415,8 +565,8 @@ mod tests {
     fn a_high_failure_rate_degrades_without_a_streak() {
         let mut h = health();
         for _ in 0..20 {
-            h.record(Outcome::Success, 1.0);
-            h.record(Outcome::ServerError, 1.0);
+            h.record(Outcome::Success, 0, 1.0);
+            h.record(Outcome::ServerError, 0, 1.0);
         }
         assert!(!h.is_healthy());
     }
@@ -431,7 +581,7 @@ mod tests {
             "the trial is admitted after the cool-down"
         );
         assert!(!h.admit(10_001.0), "only one trial at a time");
-        h.record(Outcome::Success, 10_050.0);
+        h.record(Outcome::Success, 0, 10_050.0);
         assert!(h.is_healthy());
         assert!(h.admit(10_051.0));
     }
@@ -453,7 +603,7 @@ mod tests {
         let mut h = health();
         record_n(&mut h, 5, Outcome::Unreachable, 0.0);
         assert!(h.admit(10_000.0));
-        h.record(Outcome::Unreachable, 10_100.0);
+        h.record(Outcome::Unreachable, 0, 10_100.0);
         assert!(!h.admit(19_000.0));
         assert!(h.admit(20_100.0));
     }
@@ -483,7 +633,7 @@ mod tests {
             } else {
                 Outcome::Success
             };
-            h.record(outcome, 45_000.0 + f64::from(k) * 100.0);
+            h.record(outcome, 0, 45_000.0 + f64::from(k) * 100.0);
         }
         // The window's rate is 0.5%; the newest sub-window's is 25%.
         assert_eq!(h.window(50_000.0).server_error_rate, Some(10.0 / 2_040.0));

@@ -453,11 +453,13 @@ impl HedgeGate {
         }
     }
 
-    /// Records how a request to `origin` ended.
-    pub fn record(&mut self, origin: usize, outcome: Outcome, now_ms: f64) {
-        if let Some(h) = self.health.get_mut(origin) {
-            h.record(outcome, now_ms);
-        }
+    /// Records how a request to `origin` on route `route` (a
+    /// [`route_tag`](crate::admission::health::route_tag)) ended; whether it
+    /// counted against the origin (see [`OriginHealth::record`]).
+    pub fn record(&mut self, origin: usize, outcome: Outcome, route: u64, now_ms: f64) -> bool {
+        self.health
+            .get_mut(origin)
+            .is_some_and(|h| h.record(outcome, route, now_ms))
     }
 
     /// A request to `origin` was aborted before it answered: it says nothing
@@ -608,7 +610,7 @@ mod tests {
             0.0,
         ));
         for _ in 0..5 {
-            gate.record(2, Outcome::Unreachable, 0.0);
+            gate.record(2, Outcome::Unreachable, 0, 0.0);
         }
         assert_eq!(gate.origin_snapshot(2, 0.0).map(|s| s.healthy), Some(false));
         assert_eq!(
@@ -619,7 +621,7 @@ mod tests {
         // After the cool-down, one hedge is the trial; its success restores c.
         assert_eq!(gate.permit(0, 1_000.0, true), Ok(2));
         assert_eq!(gate.permit(0, 1_001.0, true), Ok(1), "one trial at a time");
-        gate.record(2, Outcome::Success, 1_050.0);
+        gate.record(2, Outcome::Success, 0, 1_050.0);
         assert_eq!(gate.permit(0, 1_100.0, true), Ok(2));
     }
 
@@ -641,7 +643,7 @@ mod tests {
             0.0,
         ));
         for _ in 0..5 {
-            gate.record(2, Outcome::Unreachable, 0.0);
+            gate.record(2, Outcome::Unreachable, 0, 0.0);
         }
         assert_eq!(gate.permit(0, 1_000.0, true), Ok(2));
         gate.abandoned(2, 1_020.0);
@@ -657,7 +659,7 @@ mod tests {
             } else {
                 Outcome::Success
             };
-            gate.record(0, outcome, 0.0);
+            gate.record(0, outcome, 0, 0.0);
         }
         assert_eq!(gate.permit(0, 1.0, true), Err(HedgeDenied::PrimaryErroring));
         // The retry mode has no budget and is not stopped by it.
@@ -704,7 +706,7 @@ mod tests {
             } else {
                 Outcome::Success
             };
-            gate.record(1, outcome, 2_000.0);
+            gate.record(1, outcome, 0, 2_000.0);
         }
         let snapshot = gate.origin_snapshot(1, 2_000.0).expect("origin c");
         assert_eq!(snapshot.budget, BudgetLevel::Reduced(5.0));
@@ -721,7 +723,7 @@ mod tests {
         assert!((40..=60).contains(&reduced), "{reduced}");
         // A minute on, the errors have left the window: the full budget again.
         for _ in 0..100 {
-            gate.record(1, Outcome::Success, 63_000.0);
+            gate.record(1, Outcome::Success, 0, 63_000.0);
         }
         assert!(hedges_per_1000(&mut gate, 63_000.0) >= 490);
     }

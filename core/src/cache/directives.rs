@@ -11,6 +11,26 @@
 //! dictionary, or gives a known directive a value of the wrong type, is
 //! ignored as a whole, as RFC 9213 says.
 
+/// Most `Cache-Control` elements read; a longer list reads as `no-store` too.
+pub const MAX_DIRECTIVES: usize = 64;
+
+/// Every directive this cache reads from `Cache-Control` (the first
+/// occurrence of each wins).
+const KNOWN: [&str; 12] = [
+    "max-age",
+    "s-maxage",
+    "stale-while-revalidate",
+    "stale-if-error",
+    "min-fresh",
+    "no-store",
+    "no-cache",
+    "private",
+    "public",
+    "must-revalidate",
+    "proxy-revalidate",
+    "only-if-cached",
+];
+
 /// The largest delta-seconds a cache must represent (RFC 9111 section 1.2.2):
 /// anything larger, or an overflow, is this.
 pub const MAX_DELTA_SECONDS: u64 = 2_147_483_648;
@@ -45,20 +65,32 @@ pub struct Directives {
 }
 
 impl Directives {
-    /// Reads a `Cache-Control` value (several field lines joined with commas).
+    /// Reads a `Cache-Control` value (several field lines joined with commas),
+    /// in one pass: a known directive's first occurrence wins (a bit per
+    /// name, no list of names seen). Past [`MAX_DIRECTIVES`] elements the
+    /// field is nobody's ordinary header: it reads as `no-store` as well, so
+    /// an answer carrying it is never stored and a request carrying it is
+    /// never answered from the cache.
     pub fn from_cache_control(value: Option<&str>) -> Self {
         let mut d = Directives::default();
-        let mut seen = Vec::new();
-        for element in split_list(value.unwrap_or_default()) {
+        let mut seen: u16 = 0;
+        for (count, element) in split_list(value.unwrap_or_default()).enumerate() {
+            if count == MAX_DIRECTIVES {
+                d.no_store = true;
+                break;
+            }
             let Some((name, raw)) = split_directive(element) else {
                 continue;
             };
-            if seen.contains(&name) {
+            let Some(bit) = KNOWN.iter().position(|k| *k == name) else {
+                continue;
+            };
+            if seen & (1 << bit) != 0 {
                 continue;
             }
+            seen |= 1 << bit;
             let value = raw.map(unquote);
             d.apply(&name, value.as_ref().map(|v| v.as_deref()));
-            seen.push(name);
         }
         d
     }
@@ -153,24 +185,32 @@ fn delta_or_zero(value: Option<&str>) -> u64 {
     value.and_then(delta).unwrap_or(0)
 }
 
-/// Splits a comma list, keeping commas inside quoted strings.
-fn split_list(text: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
+/// Splits a comma list, keeping commas inside quoted strings; lazily, so a
+/// reader that stops early reads no further.
+fn split_list(text: &str) -> impl Iterator<Item = &str> {
     let (mut start, mut quoted, mut escaped) = (0, false, false);
-    for (i, c) in text.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' if quoted => escaped = true,
-            '"' => quoted = !quoted,
-            ',' if !quoted => {
-                parts.push(&text[start..i]);
-                start = i + 1;
-            }
-            _ => {}
+    let mut chars = text.char_indices();
+    std::iter::from_fn(move || {
+        if start > text.len() {
+            return None;
         }
-    }
-    parts.push(&text[start..]);
-    parts
+        for (i, c) in chars.by_ref() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' if quoted => escaped = true,
+                '"' => quoted = !quoted,
+                ',' if !quoted => {
+                    let part = &text[start..i];
+                    start = i + 1;
+                    return Some(part);
+                }
+                _ => {}
+            }
+        }
+        let part = &text[start..];
+        start = text.len() + 1;
+        Some(part)
+    })
 }
 
 fn is_token(text: &str) -> bool {
@@ -369,6 +409,27 @@ mod tests {
 
     fn cc(v: &str) -> Directives {
         Directives::from_cache_control(Some(v))
+    }
+
+    #[test]
+    fn a_list_past_the_cap_reads_as_no_store_and_is_read_no_further() {
+        let names = |n: usize| (0..n).map(|i| format!("x-{i}")).collect::<Vec<_>>();
+        let at_cap = format!("max-age=60, {}", names(MAX_DIRECTIVES - 1).join(", "));
+        let d = cc(&at_cap);
+        assert_eq!((d.max_age, d.no_store), (Some(60), false));
+        // A hostile header: 10,000 distinct names (60 KB), then a directive.
+        let hostile = format!("max-age=60, {}, s-maxage=5", names(10_000).join(", "));
+        let d = cc(&hostile);
+        assert!(d.no_store, "past {MAX_DIRECTIVES} elements: not storable");
+        assert_eq!(d.s_maxage, None, "read no further than the cap");
+        assert_eq!(d.max_age, Some(60));
+    }
+
+    #[test]
+    fn the_first_occurrence_of_a_known_directive_wins() {
+        let d = cc("max-age=10, MAX-AGE=99, no-cache, x=1, x=2, max-age=7");
+        assert_eq!(d.max_age, Some(10));
+        assert!(d.no_cache);
     }
 
     #[test]

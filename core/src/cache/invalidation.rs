@@ -4,18 +4,22 @@
 //!
 //! The Cache API can delete a URL but cannot stop a fetch that was already
 //! under way when the write happened from storing its older answer after the
-//! delete. [`Invalidations`] remembers when each URL was last invalidated in
+//! delete. [`Invalidations`] remembers when URLs were last invalidated in
 //! this isolate, so such a store is dropped and a coalesced flight that began
 //! before the write takes no new waiters.
+//!
+//! Any client can send writes, so the table holds no URL: it is a fixed
+//! count-min table of times (two rows of [`SLOTS`], 64 KiB whatever the
+//! traffic), indexed by a hash keyed with the isolate's seed. A URL reads as
+//! invalidated since `t` only when both of its slots were written at or after
+//! `t`; a flood of writes can make an unrelated store look invalidated (the
+//! store is skipped, the answer still served), never make one look safe, and
+//! never stop the isolate's cache as a whole.
 
-use crate::capped_map::CappedMap;
+use std::hash::{Hash, Hasher};
 
-/// Most URLs whose last invalidation an isolate remembers; past that, a
-/// watermark covers every URL (a store older than it is dropped).
-pub const MAX_REMEMBERED: usize = 10_000;
-/// How long an invalidation is remembered: longer than any request may run
-/// before its store starts (the `HEDGE_TIMEOUT_MS` ceiling is 600 s).
-pub const REMEMBER_MS: f64 = 900_000.0;
+/// Slots in each of the table's two rows.
+pub const SLOTS: usize = 4_096;
 
 /// Whether `method` is unsafe (anything but GET, HEAD, OPTIONS and TRACE).
 pub fn is_unsafe(method: &str) -> bool {
@@ -68,46 +72,52 @@ pub fn same_origin_target(request_url: &str, reference: &str) -> Option<String> 
     (same && !resolved.contains(char::is_whitespace)).then_some(resolved)
 }
 
-/// When each URL was last invalidated in this isolate.
+/// When URLs were last invalidated in this isolate (see the module docs).
 #[derive(Debug)]
 pub struct Invalidations {
-    recent: CappedMap<String, f64>,
-    /// Every URL counts as invalidated at this time (set when the map was full).
-    watermark_ms: f64,
+    /// Two rows of [`SLOTS`] times (ms); a slot holds the latest write of
+    /// any URL that hashes to it.
+    rows: Box<[f64]>,
+    /// Keys the hash, so that no client can aim a flood at one URL's slots.
+    seed: u64,
 }
 
 // === impl Invalidations ===
 
 impl Invalidations {
-    /// Nothing invalidated yet.
-    pub fn new() -> Self {
+    /// Nothing invalidated yet; `seed` keys the hash.
+    pub fn new(seed: u64) -> Self {
         Self {
-            recent: CappedMap::new(MAX_REMEMBERED, REMEMBER_MS),
-            watermark_ms: f64::NEG_INFINITY,
+            rows: vec![f64::NEG_INFINITY; 2 * SLOTS].into_boxed_slice(),
+            seed,
         }
+    }
+
+    /// The slot of `url` in each row (the second row follows the first).
+    fn slots(&self, url: &str) -> [usize; 2] {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.seed.hash(&mut h);
+        url.hash(&mut h);
+        let x = h.finish();
+        // Two halves of one 64-bit hash: independent enough for two rows.
+        [(x as usize) % SLOTS, SLOTS + ((x >> 32) as usize) % SLOTS]
     }
 
     /// `url` was invalidated at `now_ms`.
     pub fn record(&mut self, url: &str, now_ms: f64) {
-        match self
-            .recent
-            .get_or_insert_with(url.to_string(), now_ms, || now_ms)
-        {
-            Some(at) => *at = now_ms,
-            None => self.watermark_ms = now_ms,
+        for slot in self.slots(url) {
+            if let Some(at) = self.rows.get_mut(slot) {
+                *at = at.max(now_ms);
+            }
         }
     }
 
     /// Whether `url` was invalidated at or after `since_ms` (a store of an
     /// answer requested at `since_ms` must then be dropped).
     pub fn since(&self, url: &str, since_ms: f64) -> bool {
-        self.watermark_ms >= since_ms || self.recent.get(url).is_some_and(|&at| at >= since_ms)
-    }
-}
-
-impl Default for Invalidations {
-    fn default() -> Self {
-        Self::new()
+        let at = |slot: usize| self.rows.get(slot).copied().unwrap_or(f64::INFINITY);
+        let [a, b] = self.slots(url);
+        at(a).min(at(b)) >= since_ms
     }
 }
 
@@ -150,7 +160,7 @@ mod tests {
 
     #[test]
     fn a_store_begun_before_an_invalidation_is_refused() {
-        let mut inv = Invalidations::new();
+        let mut inv = Invalidations::new(1);
         assert!(!inv.since("u", 0.0));
         inv.record("u", 100.0);
         assert!(inv.since("u", 50.0), "requested before the write");
@@ -160,13 +170,31 @@ mod tests {
     }
 
     #[test]
-    fn a_full_table_falls_back_to_a_watermark_for_every_url() {
-        let mut inv = Invalidations::new();
-        for i in 0..MAX_REMEMBERED {
-            inv.record(&format!("u{i}"), 10.0);
+    fn a_flood_of_writes_costs_no_memory_and_spares_other_urls() {
+        let mut inv = Invalidations::new(7);
+        let before = std::mem::size_of_val(&*inv.rows);
+        // 100,000 distinct long URLs, all written at once.
+        let long = "x".repeat(8_192);
+        for i in 0..100_000 {
+            inv.record(&format!("https://edge.test/{i}/{long}"), 10.0);
         }
-        inv.record("one-too-many", 20.0);
-        assert!(inv.since("never-seen", 15.0), "covered by the watermark");
-        assert!(!inv.since("never-seen", 21.0));
+        assert_eq!(std::mem::size_of_val(&*inv.rows), before, "fixed size");
+        assert!(before <= 64 * 1024);
+        // Every store requested after the flood is kept.
+        assert!(!inv.since("https://edge.test/page", 11.0));
+        // A URL written during a store's fetch is still caught.
+        inv.record("https://edge.test/page", 20.0);
+        assert!(inv.since("https://edge.test/page", 15.0));
+        // A stream of writes (200 distinct URLs while a store is in flight)
+        // spoils few unrelated stores (expected 0.2%): the old table's
+        // watermark spoiled every one.
+        let mut spoiled = 0;
+        for i in 0..200 {
+            inv.record(&format!("https://edge.test/w/{i}"), 30.0);
+        }
+        for i in 0..1_000 {
+            spoiled += usize::from(inv.since(&format!("https://edge.test/r/{i}"), 25.0));
+        }
+        assert!(spoiled < 20, "{spoiled} of 1000 unrelated stores dropped");
     }
 }

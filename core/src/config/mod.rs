@@ -33,6 +33,7 @@ use crate::pop::client::PopClientParams;
 pub use crate::pop::probes::ProbeParams;
 use crate::request::coalesce::CoalesceParams;
 use crate::request::eligibility::EligibilityParams;
+use crate::request::route_key::prefix_label;
 use crate::request::route_key::RouteKeyParams;
 pub use keys::{Key, Range, KEYS};
 pub use origins::Origin;
@@ -87,6 +88,16 @@ pub struct Params {
     pub route_eligibility: Vec<Option<EligibilityParams>>,
     /// The isolate-busy rule, cutting hedges that do not pay, third attempts.
     pub guards: GuardParams,
+}
+
+impl Params {
+    /// The route labels an operator configured (route policy names and
+    /// `HEDGE_ROUTE_PREFIXES` keys): they always keep their label.
+    pub fn configured_route_labels(&self) -> Vec<String> {
+        let names = self.routes.iter().map(|r| r.name.clone());
+        let prefixes = (self.route_keys.prefixes.iter()).map(|p| prefix_label(p));
+        names.chain(prefixes).collect()
+    }
 }
 
 /// Where the stats endpoint is and who may read it.

@@ -209,11 +209,18 @@ fn idempotency_header(raw: &str) -> Result<Option<String>, String> {
     Ok(Some(name))
 }
 
+/// Most `HEDGE_ROUTE_PREFIXES`.
+const MAX_ROUTE_PREFIXES: usize = 64;
+
 // === impl RouteKeyParams ===
 
 impl RouteKeyParams {
     pub(super) fn read(r: &mut Reader<'_>) -> Self {
         let prefixes = |raw: &str| match serde_json::from_str::<Vec<String>>(raw) {
+            Ok(prefixes) if prefixes.len() > MAX_ROUTE_PREFIXES => Err(format!(
+                "{} prefixes; at most {MAX_ROUTE_PREFIXES} (each is a metrics label)",
+                prefixes.len()
+            )),
             Ok(prefixes) if prefixes.iter().all(|p| p.starts_with('/')) => Ok(prefixes),
             Ok(_) => Err("every prefix must start with '/'".to_string()),
             Err(e) => Err(format!("expected a JSON array of strings: {e}")),

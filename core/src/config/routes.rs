@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::reader::Reader;
 use crate::estimation::delay_policy::HedgePolicy;
+use crate::request::route_key::match_path;
 
 /// Most route policies.
 pub(super) const MAX_ROUTE_POLICIES: usize = 64;
@@ -67,12 +68,14 @@ struct RouteSpec {
     cache: Option<bool>,
 }
 
-/// The route policy for `path`: the longest matching prefix.
+/// The route policy for `path`: the longest matching prefix, both as
+/// [`match_path`] spells them (no spelling of a path escapes its policy).
 pub fn route_policy<'a>(routes: &'a [RoutePolicy], path: &str) -> Option<(usize, &'a RoutePolicy)> {
+    let path = match_path(path);
     routes
         .iter()
         .enumerate()
-        .filter(|(_, r)| path.starts_with(r.prefix.as_str()))
+        .filter(|(_, r)| path.starts_with(match_path(&r.prefix).as_ref()))
         .max_by_key(|(_, r)| r.prefix.len())
 }
 
@@ -143,7 +146,10 @@ fn route(
             "name {name:?} must be 1-{MAX_NAME_BYTES} printable characters without spaces"
         )));
     }
-    if earlier.iter().any(|r| r.prefix == prefix) {
+    if earlier
+        .iter()
+        .any(|r| match_path(&r.prefix) == match_path(&prefix))
+    {
         return Err(at("the same prefix twice".into()));
     }
     if earlier.iter().any(|r| r.name == name) {
@@ -265,6 +271,13 @@ mod tests {
         );
         assert_eq!(route_policy(&p.routes, "/api/x").map(|(i, _)| i), Some(0));
         assert_eq!(route_policy(&p.routes, "/other"), None);
+        for spelling in ["/API/slow/x", "/%61pi/slow/x", "/api//slow/x", "//Api/Slow"] {
+            assert_eq!(
+                route_policy(&p.routes, spelling).map(|(i, _)| i),
+                Some(1),
+                "{spelling} escapes no policy"
+            );
+        }
         assert_eq!(
             p.route_eligibility[0].as_ref().map(|e| e.methods.clone()),
             Some(vec!["GET".to_string()])

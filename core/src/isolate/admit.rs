@@ -8,7 +8,9 @@ use crate::cache::policy::{is_reserved_host, request_cacheable, CacheRequestFact
 use crate::config::OperatorPage;
 use crate::race::RacePlan;
 use crate::request::coalesce::Role;
-use crate::request::eligibility::{Eligibility, NotHedgeableReason, RequestFacts};
+use crate::request::eligibility::{
+    Eligibility, NotHedgeableReason, RequestFacts, METHOD_OVERRIDE_HEADERS,
+};
 use crate::request::outbound::{
     parse_traceparent, path_and_query, valid_request_id, TraceContext, REQUEST_ID_HEADER,
 };
@@ -211,6 +213,9 @@ pub(super) fn request_facts<'a>(
         content_length: body.content_length,
         has_body: body.has_body,
         is_upgrade: (head.header)("upgrade").is_some(),
+        method_override: METHOD_OVERRIDE_HEADERS
+            .iter()
+            .any(|name| (head.header)(name).is_some()),
     }
 }
 

@@ -32,6 +32,7 @@ use crate::estimation::delay_plan::RouteDelay;
 use crate::observe::exposition::Format;
 use crate::observe::metrics::MetricCounts;
 use crate::observe::request_log::LogLevel;
+use crate::observe::route_labels::RouteLabels;
 use crate::pop::client::origin_rates;
 use crate::pop::probes::STALE_AFTER_PROBES;
 use crate::pop::push::{ErrorReport, PushReply, RouteDelayReport};
@@ -83,8 +84,10 @@ pub struct Isolate {
     coalescer: Coalescer,
     /// Request-body bytes held for replay.
     held_bodies: HeldBodies,
-    /// When each URL was last invalidated by a write.
+    /// When URLs were last invalidated by a write.
     invalidations: Invalidations,
+    /// Which route keys have a label of their own.
+    route_labels: RouteLabels,
     /// Cache keys being refreshed in the background (stale-while-revalidate).
     refreshes: HashSet<String>,
     /// Keys that were invalid and run on their defaults (for the stats).
@@ -138,7 +141,8 @@ impl Isolate {
             cache_routes: CacheRoutes::new(CACHE_PROBE_EVERY),
             coalescer: Coalescer::new(params.coalesce),
             held_bodies: HeldBodies::new(params.max_held_body_bytes),
-            invalidations: Invalidations::new(),
+            invalidations: Invalidations::new(seed),
+            route_labels: RouteLabels::new(params.configured_route_labels()),
             refreshes: HashSet::new(),
             config_errors: Vec::new(),
             metrics: MetricCounts::default(),
@@ -171,8 +175,10 @@ impl Isolate {
         if let Some(page) = p.stats.page(target.path, target.query) {
             return Admit::Operator { page, request_id };
         }
+        let policy = route_policy(&p.routes, target.path);
         if admit::is_websocket(head) {
-            let origin = self.hedger.choose_primary(now_ms);
+            // Its own route's origins, never the previous request's.
+            let origin = (self.hedger).choose_primary_for(policy.map(|(i, _)| i), now_ms);
             let url = p.origins.get(origin).map_or_else(String::new, |o| {
                 upstream_url(&o.base_url, target.path, target.query)
             });
@@ -188,16 +194,18 @@ impl Isolate {
             }
         };
         let facts = admit::request_facts(head, &body, p.eligibility.idempotency_header.as_deref());
-        let policy = route_policy(&p.routes, target.path);
         let rules = (policy.and_then(|(i, _)| p.route_eligibility.get(i)))
             .and_then(Option::as_ref)
             .unwrap_or(&p.eligibility);
         let decision = eligibility(&facts, rules);
         let route = match policy {
             Some((_, r)) => r.name.clone(),
-            None => route_key(target.path, &p.route_keys),
+            None => self.label(route_key(target.path, &p.route_keys), now_ms),
         };
-        let use_cache = policy.and_then(|(_, r)| r.cache).unwrap_or(p.cache);
+        // A request that may run another method is never answered from, or
+        // stored in, the cache.
+        let use_cache =
+            policy.and_then(|(_, r)| r.cache).unwrap_or(p.cache) && !facts.method_override;
         let cache = match use_cache {
             true => admit::cache_directives(head, body.has_body),
             false => None,
@@ -235,6 +243,22 @@ impl Isolate {
             admission.plan = Some(self.plan(&admission));
         }
         Admit::Proxy(Box::new(admission))
+    }
+
+    /// The label `key` is counted under; labels given up now fold into
+    /// `_other` in every count that holds them (the pushed and in-flight
+    /// copies too, so the next push's difference stays right).
+    fn label(&mut self, key: String, now_ms: f64) -> String {
+        let (label, gone) = self.route_labels.label(key, now_ms);
+        for g in &gone {
+            self.metrics.fold_route(g);
+            self.metrics_pushed.fold_route(g);
+            if let Some(m) = &mut self.metrics_in_flight {
+                m.fold_route(g);
+            }
+            self.hedger.route_stats.fold_route(g);
+        }
+        label
     }
 
     /// Identical concurrent misses share one fetch only on routes whose

@@ -23,7 +23,8 @@ struct StatsJson<'a> {
     /// it grows in 64 KiB pages and never shrinks).
     wasm_memory_bytes: f64,
     budget_tokens: f64,
-    /// Request-body bytes held for replay now, and the most ever at once
+    /// Body bytes held now (request bodies for replay, answers' copies on
+    /// their way into the cache), and the most ever at once
     /// (capped by HEDGE_MAX_HELD_BODY_BYTES).
     held_body_bytes: u64,
     held_body_bytes_peak: u64,

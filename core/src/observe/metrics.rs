@@ -2,8 +2,9 @@
 //! counted since it started, and (summed from its pushes) what a PoP counted.
 //!
 //! Counters, not per-request JSON: a request adds to a few numbers in maps
-//! keyed by its route and origins. Labels are bounded: at most
-//! [`MAX_METRIC_ROUTES`] routes (further ones count under [`OTHER_ROUTE`]),
+//! keyed by its route and origins. Labels are bounded: configured routes and
+//! at most 64 others at a time ([`RouteLabels`]; further ones count under
+//! [`OTHER_ROUTE`]),
 //! the configured origins, three causes, five leg outcomes and the fixed set
 //! of skip reasons. Pushes carry the difference since the last push
 //! ([`MetricCounts::minus`]); the aggregator adds them up
@@ -14,6 +15,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::admission::payoff::CAUSES;
+use crate::observe::route_labels::RouteLabels;
 use crate::observe::route_stats::RaceSummary;
 use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
 
@@ -21,9 +23,10 @@ use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
 pub const BUCKETS_S: [f64; 13] = [
     0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
-/// Most routes labelled; further ones count under [`OTHER_ROUTE`].
-pub const MAX_METRIC_ROUTES: usize = 64;
-/// The route label of requests beyond [`MAX_METRIC_ROUTES`].
+/// Most route labels a push may carry: 64 route policies, 64
+/// `HEDGE_ROUTE_PREFIXES`, 64 unconfigured labels and [`OTHER_ROUTE`], with room.
+pub const MAX_METRIC_ROUTES: usize = 256;
+/// The route label of requests whose key has no label of its own.
 pub const OTHER_ROUTE: &str = "_other";
 /// How a leg ended, in the order of [`OriginMetrics::legs`].
 pub const LEG_OUTCOMES: [&str; 5] = ["won", "lost", "aborted", "shed", "failed"];
@@ -115,6 +118,20 @@ pub struct RouteMetrics {
     pub wasted_origin_s: f64,
     /// Origin time on all legs, seconds.
     pub origin_s: f64,
+}
+
+impl RouteMetrics {
+    /// Adds `other`'s counts into these.
+    fn add(&mut self, other: &RouteMetrics) {
+        self.requests = self.requests.saturating_add(other.requests);
+        self.client_errors = self.client_errors.saturating_add(other.client_errors);
+        for (m, o) in (self.hedges.iter_mut().flatten()).zip(other.hedges.iter().flatten()) {
+            *m = m.saturating_add(*o);
+        }
+        self.duration.merge(&other.duration);
+        self.wasted_origin_s += other.wasted_origin_s;
+        self.origin_s += other.origin_s;
+    }
 }
 
 /// One origin's legs.
@@ -346,18 +363,36 @@ impl MetricCounts {
         }
     }
 
-    /// `name`'s entry, or [`OTHER_ROUTE`]'s once [`MAX_METRIC_ROUTES`] are
-    /// kept; a key is allocated only on its first use.
+    /// `name`'s entry; a key is allocated only on its first use. Labels are
+    /// bounded before they get here ([`RouteLabels`]).
     fn route_mut(&mut self, name: &str) -> Option<&mut RouteMetrics> {
-        let key = if self.routes.len() < MAX_METRIC_ROUTES || self.routes.contains_key(name) {
-            name
-        } else {
-            OTHER_ROUTE
-        };
-        if !self.routes.contains_key(key) {
-            self.routes.insert(key.to_string(), RouteMetrics::default());
+        if !self.routes.contains_key(name) {
+            self.routes
+                .insert(name.to_string(), RouteMetrics::default());
         }
-        self.routes.get_mut(key)
+        self.routes.get_mut(name)
+    }
+
+    /// `label` gave its place up ([`RouteLabels::label`]): its counts move
+    /// into [`OTHER_ROUTE`], so totals stay whole and a push's difference
+    /// stays right when the pushed counts are folded alike.
+    pub fn fold_route(&mut self, label: &str) {
+        if label == OTHER_ROUTE || !self.routes.contains_key(label) {
+            return;
+        }
+        // Rebuilt rather than removed from: rare, and a BTreeMap removal
+        // costs the Worker ~5 KB of code.
+        let mut folded = RouteMetrics::default();
+        for (name, r) in std::mem::take(&mut self.routes) {
+            if name == label {
+                folded = r;
+            } else {
+                self.routes.insert(name, r);
+            }
+        }
+        if let Some(other) = self.route_mut(OTHER_ROUTE) {
+            other.add(&folded);
+        }
     }
 
     /// The origin's entry; a key is allocated only on its first use (a
@@ -370,26 +405,17 @@ impl MetricCounts {
         self.origins.get_mut(name)
     }
 
-    /// Adds `other` (a push's counts) into these, within the bounds: routes
-    /// past [`MAX_METRIC_ROUTES`] add into [`OTHER_ROUTE`].
-    pub fn merge(&mut self, other: &MetricCounts) {
+    /// Adds `other` (a push's counts) into these, each route under the label
+    /// `labels` gives it at `now_ms` (labels given up fold into [`OTHER_ROUTE`]).
+    pub fn merge(&mut self, other: &MetricCounts, labels: &mut RouteLabels, now_ms: f64) {
         for (name, r) in &other.routes {
-            let Some(mine) = self.route_mut(name) else {
-                continue;
-            };
-            mine.requests = mine.requests.saturating_add(r.requests);
-            mine.client_errors = mine.client_errors.saturating_add(r.client_errors);
-            for (m, o) in mine
-                .hedges
-                .iter_mut()
-                .flatten()
-                .zip(r.hedges.iter().flatten())
-            {
-                *m = m.saturating_add(*o);
+            let (label, gone) = labels.label(name.clone(), now_ms);
+            for g in &gone {
+                self.fold_route(g);
             }
-            mine.duration.merge(&r.duration);
-            mine.wasted_origin_s += r.wasted_origin_s;
-            mine.origin_s += r.origin_s;
+            if let Some(mine) = self.route_mut(&label) {
+                mine.add(r);
+            }
         }
         for (name, o) in &other.origins {
             if self.origins.len() >= MAX_METRIC_ORIGINS && !self.origins.contains_key(name) {
@@ -492,7 +518,7 @@ impl MetricCounts {
     /// Why counts decoded from a push cannot be merged, if they cannot.
     pub fn check(&self) -> Result<(), String> {
         let label = |s: &str| s.len() <= MAX_LABEL_BYTES;
-        if self.routes.len() > MAX_METRIC_ROUTES + 1
+        if self.routes.len() > MAX_METRIC_ROUTES
             || self.origins.len() > MAX_METRIC_ORIGINS
             || self.hedge_skips.len() > MAX_SKIP_REASONS
         {
@@ -559,7 +585,7 @@ mod tests {
         assert_eq!(delta.routes["/a"].duration.count(), 1);
         assert!(delta.hedge_skips.is_empty(), "unchanged keys are left out");
         let mut pop = pushed.clone();
-        pop.merge(&delta);
+        pop.merge(&delta, &mut RouteLabels::new([]), 0.0);
         assert_eq!(pop, total);
         assert!(delta.check().is_ok());
     }
@@ -591,15 +617,26 @@ mod tests {
     }
 
     #[test]
-    fn routes_past_the_bound_share_one_label() {
+    fn a_scanners_routes_share_one_label_and_configured_ones_keep_theirs() {
         let mut pop = MetricCounts::default();
-        for i in 0..(MAX_METRIC_ROUTES + 10) {
+        let mut labels = RouteLabels::new(["api".to_string()]);
+        for i in 0..100 {
             let mut one = MetricCounts::default();
             one.routes.entry(format!("/r{i}")).or_default().requests = 1;
-            pop.merge(&one);
+            pop.merge(&one, &mut labels, 0.0);
         }
-        assert_eq!(pop.routes.len(), MAX_METRIC_ROUTES + 1);
-        assert_eq!(pop.routes[OTHER_ROUTE].requests, 10);
+        let mut api = MetricCounts::default();
+        api.routes.entry("api".into()).or_default().requests = 2;
+        pop.merge(&api, &mut labels, 0.0);
+        assert_eq!(pop.routes.len(), 64 + 2);
+        assert_eq!(pop.routes[OTHER_ROUTE].requests, 36);
+        assert_eq!(pop.routes["api"].requests, 2);
+        // Later, one new key: the idle scanner labels fold into `_other`.
+        let mut one = MetricCounts::default();
+        one.routes.entry("/new".into()).or_default().requests = 1;
+        pop.merge(&one, &mut labels, 1e9);
+        assert_eq!(pop.routes.len(), 3, "api, _other and /new");
+        assert_eq!(pop.routes[OTHER_ROUTE].requests, 100, "no count lost");
     }
 
     #[test]

@@ -4,4 +4,5 @@
 pub mod exposition;
 pub mod metrics;
 pub mod request_log;
+pub mod route_labels;
 pub mod route_stats;

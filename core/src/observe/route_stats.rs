@@ -4,7 +4,8 @@
 //! Bounded like the estimator: at most `max_keys` keys; requests on further
 //! keys are counted under one overflow entry, so a flood of distinct routes
 //! cannot grow the table. Counters are totals since the isolate started, so
-//! keys are never idle-evicted.
+//! keys are never idle-evicted; a route label given up (see `route_labels`)
+//! folds into the overflow entry.
 
 use crate::admission::hedge_gate::HedgeCause;
 use crate::admission::payoff::CAUSES;
@@ -56,6 +57,19 @@ pub struct CauseCounters {
 }
 
 impl RouteCounters {
+    fn merge(&mut self, other: &RouteCounters) {
+        self.requests += other.requests;
+        self.hedges_sent += other.hedges_sent;
+        self.hedges_won += other.hedges_won;
+        self.errors += other.errors;
+        self.wasted_ms += other.wasted_ms;
+        self.origin_ms += other.origin_ms;
+        for (mine, theirs) in self.by_cause.iter_mut().zip(&other.by_cause) {
+            mine.sent += theirs.sent;
+            mine.won += theirs.won;
+        }
+    }
+
     fn add(&mut self, s: &RaceSummary) {
         if let (true, Some(cause)) = (s.hedge_sent, s.hedge_cause) {
             if let Some(slot) = CAUSES.iter().position(|c| *c == cause) {
@@ -99,6 +113,20 @@ impl RouteStats {
         {
             Some(counters) => counters.add(summary),
             None => self.overflow.add(summary),
+        }
+    }
+
+    /// `label` gave its place up (see `route_labels`): its counters, for
+    /// every origin, move into the overflow entry.
+    pub fn fold_route(&mut self, label: &str) {
+        let keys: Vec<(usize, String)> = (self.keys.iter())
+            .filter(|((_, route), _)| route == label)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in keys {
+            if let Some(c) = self.keys.remove(&key) {
+                self.overflow.merge(&c);
+            }
         }
     }
 

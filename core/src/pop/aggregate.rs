@@ -18,6 +18,7 @@ use crate::estimation::sketch::{BucketCounts, LatencySketch};
 use crate::estimation::window::{SlidingWindow, WindowParams, WindowSlot, WindowedSketch};
 use crate::observe::exposition::{write_counts, write_route_delays, Exposition, Format, Kind};
 use crate::observe::metrics::MetricCounts;
+use crate::observe::route_labels::RouteLabels;
 use crate::pop::probes::{ProbeBook, ProbeParams, ProbeResult};
 use crate::pop::push::{
     ErrorReport, KeyDelta, KeyQuantile, OriginRate, Push, PushError, PushReply, RouteDelayReport,
@@ -128,6 +129,9 @@ pub struct PopAggregate {
     route_delays: BTreeMap<(String, String), (RouteDelayReport, f64)>,
     /// The PoP's last errors, newest last (at most [`MAX_PUSH_ERRORS`]).
     errors: VecDeque<ErrorReport>,
+    /// Which routes have a label of their own in the PoP's metrics (in
+    /// memory: after a restart every stored label starts as just used).
+    route_labels: RouteLabels,
 }
 
 /// Most route policies whose PoP share is kept.
@@ -158,7 +162,21 @@ impl PopAggregate {
             route_shares: BTreeMap::new(),
             route_delays: BTreeMap::new(),
             errors: VecDeque::new(),
+            route_labels: RouteLabels::new([]),
         }
+    }
+
+    /// Keeps a label for each of `configured` routes whatever else pushes
+    /// bring ([`Params::configured_route_labels`](crate::config::Params::configured_route_labels)).
+    /// The labels already in the stored metrics count as used at `now_ms`,
+    /// so they give their places up once idle (stored metrics never hold
+    /// more than the bound: they were merged under it).
+    pub fn with_route_labels(mut self, configured: Vec<String>, now_ms: f64) -> Self {
+        self.route_labels = RouteLabels::new(configured);
+        for name in self.counters.metrics.routes.keys() {
+            self.route_labels.label(name.clone(), now_ms);
+        }
+        self
     }
 
     /// Runs active health probes with these settings (none without a path).
@@ -234,7 +252,7 @@ impl PopAggregate {
         self.last_push_ms = Some(now_ms);
         self.counters.push_bytes += bytes as u64;
         if let Some(metrics) = &push.metrics {
-            self.counters.metrics.merge(metrics);
+            (self.counters.metrics).merge(metrics, &mut self.route_labels, now_ms);
         }
         let pair = Pair(push.eligible, push.hedges);
         self.counters.hedges.update(now_ms, |p| p.add(&pair));

@@ -7,7 +7,7 @@ use super::machine::{classify_status, health_outcome, Leg, LegOutcome, Race, Ste
 use super::plan::{HedgeCause, RacePlan};
 use super::state::{Action, LegRecord, RaceEnd, RaceEvent, RaceIo, RaceState};
 use super::Hedger;
-use crate::admission::health::Outcome;
+use crate::admission::health::{route_tag, Outcome};
 use crate::admission::hedge_gate::{HedgeDenied, Urgency};
 use crate::estimation::sketch::Sample;
 use crate::no_hedge::NoHedge;
@@ -142,7 +142,7 @@ impl Hedger {
                 .load
                 .leg_answered(origin, id, elapsed, failed, now_ms);
         }
-        self.book(origin, health, now_ms);
+        self.book(origin, health, &state.plan.route, now_ms);
         let step = state.race.leg_finished(leg, outcome);
         if step == Step::StartHedge && leg == Leg::Primary {
             state.hedge_cause = Some(HedgeCause::Failure);
@@ -345,10 +345,11 @@ impl Hedger {
         Action::Finish(end)
     }
 
-    fn book(&mut self, origin: usize, outcome: Outcome, now_ms: f64) {
-        self.gate.record(origin, outcome, now_ms);
-        self.pop
-            .record_response(origin, !matches!(outcome, Outcome::Success));
+    /// Books `outcome` on `origin`'s health, and on the PoP's rates when it
+    /// counted against the origin (one path's failures do not).
+    fn book(&mut self, origin: usize, outcome: Outcome, route: &str, now_ms: f64) {
+        let counted = self.gate.record(origin, outcome, route_tag(route), now_ms);
+        self.pop.record_response(origin, counted);
     }
 
     fn cut_pending(&mut self, state: &mut RaceState, why: CutShort, now_ms: f64) {
@@ -370,7 +371,7 @@ impl Hedger {
             self.gate.load.leg_cut(origin, id);
         }
         match why {
-            CutShort::TimedOut => self.book(origin, Outcome::Unreachable, now_ms),
+            CutShort::TimedOut => self.book(origin, Outcome::TimedOut, &state.plan.route, now_ms),
             CutShort::Lost => self.gate.abandoned(origin, now_ms),
         }
     }

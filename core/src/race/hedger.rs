@@ -16,6 +16,7 @@ use crate::estimation::delay_plan::{
 use crate::estimation::delay_policy::{DelayBasis, DelayChoice, HedgeMode};
 use crate::estimation::estimator::LatencyEstimator;
 use crate::no_hedge::NoHedge;
+use crate::observe::route_labels::MAX_UNCONFIGURED_LABELS;
 use crate::observe::route_stats::RouteStats;
 use crate::pop::client::{PopClient, PopClientParams};
 use crate::request::eligibility::Eligibility;
@@ -68,7 +69,13 @@ impl Hedger {
                 },
                 now_ms,
             ),
-            route_stats: RouteStats::new(params.estimator.max_route_keys),
+            // Room for every label there can be at once (configured ones,
+            // the unconfigured bound, `_other`) on every origin: labels are
+            // bounded, and given up, before they get here.
+            route_stats: RouteStats::new(
+                (params.configured_route_labels().len() + MAX_UNCONFIGURED_LABELS + 1)
+                    * params.origins.len().max(1),
+            ),
             isolate_lag: IsolateLag::new(params.guards.busy_lag_ms),
             payoff: HedgePayoff::new(params.origins.len(), params.guards.cut_unpaid),
             third: ThirdAttempts::default(),
@@ -86,14 +93,22 @@ impl Hedger {
     }
 
     /// The origin a new request goes to first (by recent latency and load
-    /// under the tail-aware policy, else the first healthy one in order);
-    /// a WebSocket upgrade goes there too.
-    pub fn choose_primary(&mut self, now_ms: f64) -> usize {
+    /// under the tail-aware policy, else the first healthy one in order),
+    /// among those the request in the gate's scope may use. Private: every
+    /// caller sets the scope first.
+    fn choose_primary(&mut self, now_ms: f64) -> usize {
         if self.params.origin_load.by_latency {
             self.gate.choose_primary_by_load(now_ms)
         } else {
             self.gate.choose_primary(now_ms)
         }
+    }
+
+    /// The primary for a request under route policy `route_policy` that
+    /// runs no race (a WebSocket upgrade): among the route's own origins.
+    pub fn choose_primary_for(&mut self, route_policy: Option<usize>, now_ms: f64) -> usize {
+        self.gate.scope(route_policy);
+        self.choose_primary(now_ms)
     }
 
     /// Its primary, hedge delay and (when it gets none) why.

@@ -36,7 +36,21 @@ pub struct RequestFacts<'a> {
     pub has_body: bool,
     /// Whether it asks for a protocol upgrade (WebSocket): never repeatable.
     pub is_upgrade: bool,
+    /// Whether it carries a method-override header ([`METHOD_OVERRIDE_HEADERS`]).
+    pub method_override: bool,
 }
+
+/// Headers with which many frameworks (Rails, Laravel, Express's
+/// method-override, ASP.NET, Spring's filter) let a request name another
+/// method: a `GET` carrying `X-HTTP-Method-Override: DELETE` can run a
+/// delete. Such a request is sent once as it is and kept out of the cache:
+/// stripping the header instead would silently turn the client's delete
+/// into a read, hiding what it asked for.
+pub const METHOD_OVERRIDE_HEADERS: [&str; 3] = [
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
 
 /// Whether a request may be hedged, and why not when it may not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +81,8 @@ pub enum NotHedgeableReason {
     Upgrade,
     /// The isolate already holds `HEDGE_MAX_HELD_BODY_BYTES` of bodies for replay.
     HeldBodiesFull,
+    /// It names another method in a method-override header.
+    MethodOverride,
 }
 
 impl NotHedgeableReason {
@@ -77,6 +93,7 @@ impl NotHedgeableReason {
             NotHedgeableReason::BodyTooLarge => "body-too-large",
             NotHedgeableReason::Upgrade => "upgrade",
             NotHedgeableReason::HeldBodiesFull => "held-bodies-full",
+            NotHedgeableReason::MethodOverride => "method-override",
         }
     }
 }
@@ -85,6 +102,9 @@ impl NotHedgeableReason {
 pub fn eligibility(facts: &RequestFacts<'_>, params: &EligibilityParams) -> Eligibility {
     if facts.is_upgrade {
         return Eligibility::NotHedgeable(NotHedgeableReason::Upgrade);
+    }
+    if facts.method_override {
+        return Eligibility::NotHedgeable(NotHedgeableReason::MethodOverride);
     }
     let method_ok = params
         .methods
@@ -133,7 +153,20 @@ mod tests {
             content_length: None,
             has_body: false,
             is_upgrade: false,
+            method_override: false,
         }
+    }
+
+    #[test]
+    fn a_method_override_is_never_hedged() {
+        let f = RequestFacts {
+            method_override: true,
+            ..facts("GET")
+        };
+        assert_eq!(
+            eligibility(&f, &params()),
+            Eligibility::NotHedgeable(NotHedgeableReason::MethodOverride)
+        );
     }
 
     #[test]

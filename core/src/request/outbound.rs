@@ -57,14 +57,24 @@ pub fn path_and_query(url: &str) -> Option<(&str, Option<&str>)> {
     })
 }
 
-/// The header names a `Connection` header value lists (lower case).
+/// The header names a `Connection` header value lists (lower case); an
+/// element that is not a token (`bad token`, `a/b`) is skipped.
 pub fn connection_tokens(connection: Option<&str>) -> Vec<String> {
     connection
         .unwrap_or_default()
         .split(',')
         .map(|token| token.trim().to_ascii_lowercase())
-        .filter(|token| !token.is_empty())
+        .filter(|token| is_token(token))
         .collect()
+}
+
+/// An RFC 9110 token (a valid header name): anything else in `Connection`
+/// names no header, and handing it to `Headers.delete` would throw.
+fn is_token(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// Whether a client request header stays behind: hop-by-hop ones, those the
@@ -210,6 +220,11 @@ mod tests {
             vec!["close", "x-a"]
         );
         assert!(connection_tokens(None).is_empty());
+        assert_eq!(
+            connection_tokens(Some("close, bad token, a/b, \"q\", x-ok")),
+            ["close", "x-ok"],
+            "what is not a header name names none"
+        );
     }
 
     #[test]

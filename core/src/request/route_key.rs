@@ -5,6 +5,8 @@
 //! first few path segments, cut to a fixed length. The estimator still caps
 //! how many keys it tracks; this only keeps each key meaningful and short.
 
+use std::borrow::Cow;
+
 /// Longest route key kept, in bytes.
 pub const MAX_ROUTE_KEY_BYTES: usize = 64;
 
@@ -17,15 +19,76 @@ pub struct RouteKeyParams {
     pub segments: usize,
 }
 
-/// The route key for `path` (the path only, without the query).
+/// `path` as routes are matched on it: what an origin's router would most
+/// likely see, so that no spelling of a path escapes its route's policy.
+/// Percent-encoded unreserved characters (RFC 3986 section 2.3: `%70` is
+/// `p`) are decoded, runs of `/` are one, and ASCII letters are lower case
+/// (routes match without regard to case: a `PUT /PAY/x` meets the `/pay`
+/// route's rules whether the origin's router folds case or not). Reserved
+/// characters stay encoded (`%2F` is not a separator). Borrowed, with no
+/// allocation, when there is nothing to change. Only matching uses it: the
+/// origin is sent the path as the client spelled it.
+pub fn match_path(path: &str) -> Cow<'_, str> {
+    let plain = !path.bytes().any(|b| b == b'%' || b.is_ascii_uppercase()) && !path.contains("//");
+    if plain {
+        return Cow::Borrowed(path);
+    }
+    let bytes = path.as_bytes();
+    let mut out = String::with_capacity(path.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let mut c = bytes[i];
+        let mut step = 1;
+        if c == b'%' {
+            let hex = |k: usize| bytes.get(k).and_then(|h| (*h as char).to_digit(16));
+            if let (Some(hi), Some(lo)) = (hex(i + 1), hex(i + 2)) {
+                let decoded = (hi * 16 + lo) as u8;
+                let unreserved = decoded.is_ascii_alphanumeric() || b"-._~".contains(&decoded);
+                step = 3;
+                if unreserved {
+                    c = decoded;
+                } else {
+                    // Kept encoded, with lower-case hex (`%2F` and `%2f` are one).
+                    out.push('%');
+                    out.push(char::from(bytes[i + 1].to_ascii_lowercase()));
+                    out.push(char::from(bytes[i + 2].to_ascii_lowercase()));
+                    i += step;
+                    continue;
+                }
+            }
+        }
+        if c == b'/' && out.ends_with('/') {
+            i += step;
+            continue;
+        }
+        if c.is_ascii() {
+            out.push(char::from(c.to_ascii_lowercase()));
+        } else {
+            // A non-ASCII byte (the runtime's URLs are ASCII, but a test or
+            // another caller may pass any text): copied as it is.
+            let end = (i + 1..=bytes.len())
+                .find(|&e| path.is_char_boundary(e))
+                .unwrap_or(bytes.len());
+            out.push_str(&path[i..end]);
+            step = end - i;
+        }
+        i += step;
+    }
+    Cow::Owned(out)
+}
+
+/// The route key for `path` (the path only, without the query), matched as
+/// [`match_path`] spells it.
 pub fn route_key(path: &str, params: &RouteKeyParams) -> String {
+    let path = match_path(path);
+    let path = path.as_ref();
     let best_prefix = params
         .prefixes
         .iter()
-        .filter(|prefix| path.starts_with(prefix.as_str()))
+        .filter(|prefix| path.starts_with(match_path(prefix).as_ref()))
         .max_by_key(|prefix| prefix.len());
     if let Some(prefix) = best_prefix {
-        return truncate(prefix);
+        return prefix_label(prefix);
     }
     let mut key = String::new();
     for segment in path
@@ -40,6 +103,11 @@ pub fn route_key(path: &str, params: &RouteKeyParams) -> String {
         key.push('/');
     }
     truncate(&key)
+}
+
+/// The route key a configured prefix gives its paths.
+pub fn prefix_label(prefix: &str) -> String {
+    truncate(prefix)
 }
 
 fn truncate(key: &str) -> String {
@@ -62,6 +130,32 @@ mod tests {
             prefixes: prefixes.iter().map(|p| p.to_string()).collect(),
             segments,
         }
+    }
+
+    #[test]
+    fn every_spelling_of_a_path_matches_as_one() {
+        for spelling in [
+            "/pay/x",
+            "/%70ay/x",
+            "/%70%61%79/x",
+            "/PAY/x",
+            "/Pay//x",
+            "//pay/x",
+        ] {
+            assert_eq!(match_path(spelling), "/pay/x", "{spelling}");
+        }
+        assert_eq!(
+            match_path("/a%2Fb"),
+            "/a%2fb",
+            "a reserved character stays encoded"
+        );
+        assert_eq!(
+            match_path("/a%zz%4"),
+            "/a%zz%4",
+            "a broken escape stays as it is"
+        );
+        assert_eq!(match_path("/caf\u{e9}/X"), "/caf\u{e9}/x");
+        assert!(matches!(match_path("/plain/path-1"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -16,6 +16,7 @@ use worker::{
 };
 
 use super::probes::probe_all;
+use crate::edge::clock::now_ms;
 use crate::edge::env_vars::read_vars;
 use hedgehog_core::config::{self, ProbeParams};
 use hedgehog_core::observe::exposition::Format;
@@ -40,6 +41,8 @@ pub struct PopAggregator {
     /// The active probes' settings, and what they probe: (origin name, URL).
     probes: ProbeParams,
     probe_targets: Vec<(String, String)>,
+    /// The configured route labels, kept whatever pushes bring.
+    route_labels: Vec<String>,
     last_sweep_ms: RefCell<f64>,
     aggregate: RefCell<Option<PopAggregate>>,
     alarm_set: RefCell<bool>,
@@ -107,6 +110,7 @@ impl DurableObject for PopAggregator {
             budget_ratio,
             probes,
             probe_targets,
+            route_labels: all.configured_route_labels(),
             last_sweep_ms: RefCell::new(0.0),
             aggregate: RefCell::new(None),
             alarm_set: RefCell::new(false),
@@ -242,7 +246,11 @@ impl PopAggregator {
         let sql = self.state.storage().sql();
         let mut slot = self.aggregate.borrow_mut();
         if slot.is_none() {
-            *slot = Some(load(&sql, self.params)?.with_probes(self.probes.clone()));
+            *slot = Some(
+                load(&sql, self.params)?
+                    .with_probes(self.probes.clone())
+                    .with_route_labels(self.route_labels.clone(), now_ms()),
+            );
         }
         let aggregate = slot.as_mut().ok_or("aggregate state missing")?;
         Ok(f(&sql, aggregate))
