@@ -50,6 +50,22 @@ test("writes to long URLs do not grow the isolate's memory", async () => {
   assert.ok(grown < 2 * 1048576, `wasm memory grew ${(grown / 1048576).toFixed(2)} MiB over 1,500 writes`);
 });
 
+test("requests not hedged at once (OPTIONS, writes to one URL) do not grow the isolate's memory", async () => {
+  const a = await origin("a", () => ({ status: 204 }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_STATS_TOKEN: TOKEN });
+  const send = (method) => async (i) => {
+    const res = await w.fetch(method === "POST" ? "/same" : `/opt/${i}`, { method, body: method === "POST" ? "x" : undefined });
+    await res.arrayBuffer();
+  };
+  await pool(500, 8, send("OPTIONS"));
+  const before = (await stats(w)).wasm_memory_bytes;
+  await pool(4_000, 8, send("OPTIONS"));
+  await pool(4_000, 8, send("POST"));
+  const grown = (await stats(w)).wasm_memory_bytes - before;
+  // d5f2471 leaked the client-disconnect listener's callbacks: ~140 bytes a request.
+  assert.ok(grown < 256 * 1024, `wasm memory grew ${(grown / 1024).toFixed(0)} KiB over 8,000 requests`);
+});
+
 test("a flood of distinct writes does not stop the isolate's cache", { timeout: 120_000 }, async () => {
   const a = await origin("a", (req) =>
     req.method === "POST"
