@@ -23,10 +23,7 @@ struct Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        let remove = Reflect::get(&self.target, &JsValue::from_str("removeEventListener"))
-            .ok()
-            .and_then(|f| f.dyn_into::<Function>().ok());
-        if let Some(remove) = remove {
+        if let Some((_, remove)) = methods(&self.target) {
             let _ = remove.call2(
                 &self.target,
                 &JsValue::from_str("abort"),
@@ -36,6 +33,31 @@ impl Drop for Listener {
     }
 }
 
+thread_local! {
+    /// `EventTarget.prototype`'s `addEventListener` and
+    /// `removeEventListener`, looked up on the first signal: the same two
+    /// functions for every request, read once rather than twice a request.
+    static METHODS: std::cell::OnceCell<Option<(Function, Function)>> =
+        const { std::cell::OnceCell::new() };
+}
+
+/// The signal's `addEventListener` and `removeEventListener` (through
+/// Reflect: the signal is an EventTarget, and this needs no extra web-sys
+/// features); `None` when the runtime offers no way to listen.
+fn methods(target: &JsValue) -> Option<(Function, Function)> {
+    METHODS.with(|m| {
+        m.get_or_init(|| {
+            let get = |name: &str| {
+                Reflect::get(target, &JsValue::from_str(name))
+                    .ok()
+                    .and_then(|f| f.dyn_into::<Function>().ok())
+            };
+            Some((get("addEventListener")?, get("removeEventListener")?))
+        })
+        .clone()
+    })
+}
+
 /// Resolves once `signal` is aborted (at once if it already is); never, if
 /// the runtime offers no way to listen.
 pub(crate) fn aborted(signal: &web_sys::AbortSignal) -> LocalBoxFuture<'static, ()> {
@@ -43,12 +65,7 @@ pub(crate) fn aborted(signal: &web_sys::AbortSignal) -> LocalBoxFuture<'static, 
         return futures::future::ready(()).boxed_local();
     }
     let target: JsValue = signal.clone().into();
-    // addEventListener through Reflect: the signal is an EventTarget, and
-    // this needs no extra web-sys features.
-    let listen = Reflect::get(&target, &JsValue::from_str("addEventListener"))
-        .ok()
-        .and_then(|f| f.dyn_into::<Function>().ok());
-    let Some(listen) = listen else {
+    let Some((listen, _)) = methods(&target) else {
         return futures::future::pending().boxed_local();
     };
     let (tx, rx) = oneshot::channel::<()>();
