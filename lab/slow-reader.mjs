@@ -13,10 +13,9 @@
 //
 // --chunked sends the body without a Content-Length (its size unknown up front).
 import http from "node:http";
-import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { startOrigin } from "../tests/support/origin.mjs";
 import { startWorker, origins } from "../tests/support/worker.mjs";
+import { workerdRssKb } from "./soak.mjs";
 
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -25,19 +24,6 @@ const arg = (name, dflt) => {
 const MIB = arg("mib", 48);
 const KIB_PER_S = arg("kib-per-s", 4096);
 const CHUNKED = process.argv.includes("--chunked");
-
-/** Resident memory (kB) of the workerd processes this process started. */
-function workerdRssKb() {
-  let total = 0;
-  const children = execFileSync("ps", ["-o", "pid=,comm=", "--ppid", String(process.pid)], { encoding: "utf8" });
-  for (const line of children.split("\n")) {
-    const [pid, comm] = line.trim().split(/\s+/);
-    if (!pid || !comm?.startsWith("workerd")) continue;
-    const rss = readFileSync(`/proc/${pid}/status`, "utf8").match(/VmRSS:\s+(\d+)/);
-    if (rss) total += Number(rss[1]);
-  }
-  return total;
-}
 
 const chunk = Buffer.alloc(1 << 20, 0x61);
 const body = Array.from({ length: MIB }, () => chunk);
@@ -89,7 +75,6 @@ try {
     out[name] = { ...r, seconds: (Date.now() - started) / 1000 };
     console.log(`${name}: ${(r.bytes / 1048576).toFixed(0)} MiB read in ${out[name].seconds.toFixed(1)} s at ${KIB_PER_S} KiB/s; workerd RSS peak +${r.peakMb.toFixed(1)} MB`);
   }
-  const cached = await (await w.mf.getCaches()).default.match("http://127.0.0.1/store/1").catch(() => null);
   console.log(JSON.stringify({ mib: MIB, kibPerS: KIB_PER_S, chunked: CHUNKED, ...out }));
 } finally {
   await w.dispose();

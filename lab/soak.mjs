@@ -33,7 +33,7 @@ function firstJsonLine(child) {
 }
 
 /** Resident memory (kB) of the workerd processes started by this process. */
-function workerdRssKb() {
+export function workerdRssKb() {
   let total = 0;
   const children = execFileSync("ps", ["-o", "pid=,comm=", "--ppid", String(process.pid)], { encoding: "utf8" });
   for (const line of children.split("\n")) {

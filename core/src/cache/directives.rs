@@ -11,6 +11,8 @@
 //! dictionary, or gives a known directive a value of the wrong type, is
 //! ignored as a whole, as RFC 9213 says.
 
+use crate::request::outbound::is_token;
+
 /// Most `Cache-Control` elements read; a longer list reads as `no-store` too.
 pub const MAX_DIRECTIVES: usize = 64;
 
@@ -211,13 +213,6 @@ fn split_list(text: &str) -> impl Iterator<Item = &str> {
         start = text.len() + 1;
         Some(part)
     })
-}
-
-fn is_token(text: &str) -> bool {
-    !text.is_empty()
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// `name[=value]` with a token name (lower-cased); `None` for anything else

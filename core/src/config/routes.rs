@@ -31,7 +31,8 @@ pub enum RouteMode {
 /// One route's policy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoutePolicy {
-    /// Paths starting with this take the policy.
+    /// Paths starting with this take the policy, both as
+    /// [`match_path`] spells them (the prefix is normalised when parsed).
     pub prefix: String,
     /// Its name: the route key its latency, stats and metrics are kept under.
     pub name: String,
@@ -75,7 +76,7 @@ pub fn route_policy<'a>(routes: &'a [RoutePolicy], path: &str) -> Option<(usize,
     routes
         .iter()
         .enumerate()
-        .filter(|(_, r)| path.starts_with(match_path(&r.prefix).as_ref()))
+        .filter(|(_, r)| path.starts_with(r.prefix.as_str()))
         .max_by_key(|(_, r)| r.prefix.len())
 }
 
@@ -146,10 +147,9 @@ fn route(
             "name {name:?} must be 1-{MAX_NAME_BYTES} printable characters without spaces"
         )));
     }
-    if earlier
-        .iter()
-        .any(|r| match_path(&r.prefix) == match_path(&prefix))
-    {
+    // Matched as paths are: normalised once here, not on every request.
+    let prefix = match_path(&prefix).into_owned();
+    if earlier.iter().any(|r| r.prefix == prefix) {
         return Err(at("the same prefix twice".into()));
     }
     if earlier.iter().any(|r| r.name == name) {

@@ -68,9 +68,10 @@ pub fn connection_tokens(connection: Option<&str>) -> Vec<String> {
         .collect()
 }
 
-/// An RFC 9110 token (a valid header name): anything else in `Connection`
-/// names no header, and handing it to `Headers.delete` would throw.
-fn is_token(text: &str) -> bool {
+/// An RFC 9110 token (section 5.6.2): a valid header name or directive
+/// name. Anything else in `Connection` names no header, and handing it to
+/// `Headers.delete` would throw.
+pub fn is_token(text: &str) -> bool {
     !text.is_empty()
         && text
             .bytes()
