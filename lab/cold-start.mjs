@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { Miniflare } from "miniflare";
+import { Miniflare } from "../tests/support/miniflare.mjs";
 import { spawnJson } from "./run.mjs";
 import { workerOptions } from "../tests/support/worker.mjs";
 

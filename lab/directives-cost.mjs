@@ -9,7 +9,7 @@
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
-import { Miniflare } from "miniflare";
+import { Miniflare } from "../tests/support/miniflare.mjs";
 import { startOrigin } from "../tests/support/origin.mjs";
 import { workerOptions, wrap, origins } from "../tests/support/worker.mjs";
 

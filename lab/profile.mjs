@@ -8,7 +8,7 @@ import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { Miniflare } from "miniflare";
+import { Miniflare } from "../tests/support/miniflare.mjs";
 import { spawnJson } from "./run.mjs";
 import { workerOptions } from "../tests/support/worker.mjs";
 

@@ -12,7 +12,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { Miniflare } from "miniflare";
+import { Miniflare } from "../tests/support/miniflare.mjs";
 import { Histogram } from "./histogram.mjs";
 import { oracleBound } from "./oracle.mjs";
 import { markdownTable, percentileSvg } from "./report.mjs";

@@ -4,7 +4,7 @@
 // and without the PoP aggregator bound.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Miniflare } from "miniflare";
+import { Miniflare } from "./support/miniflare.mjs";
 import { origins, popAggregator, workerOptions } from "./support/worker.mjs";
 import { origin } from "./support/harness.mjs";
 

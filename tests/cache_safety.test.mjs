@@ -113,17 +113,27 @@ for (const framing of ["content-length", "chunked"]) {
       req.url === "/cut" ? { headers, reset: "mid-body", body: "7 bytes" } : { headers: { "cache-control": PUBLIC } },
     );
     const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
-    const first = await w.fetch("/cut");
-    assert.equal(first.status, 200, "headers had gone out");
-    await first.arrayBuffer().catch(() => {});
+    // The client sees a broken answer: either its headers and then a cut
+    // body, or (workerd 1.20261117, when the cut comes before the headers
+    // are flushed) a reset connection.
+    const first = await w.fetch("/cut").catch((e) => e);
+    if (first instanceof Error) assert.match(first.message, /terminated/);
+    else {
+      assert.equal(first.status, 200);
+      await first.arrayBuffer().catch(() => {});
+    }
     // A later store completing shows the earlier one has run its course.
     await (await w.fetch("/later")).arrayBuffer();
     await stored(w, "/later");
     const caches = await w.mf.getCaches();
     const entry = await caches.default.match("http://edge.test/cut");
     assert.equal(entry, undefined, `a truncated body was cached: ${JSON.stringify(await entry?.text())}`);
-    const next = await get(w, "/cut", {});
-    assert.notEqual(next.via, "cache");
+    // The origin cuts this one too: only its headers matter here.
+    const next = await w.fetch("/cut").catch((e) => e);
+    if (!(next instanceof Error)) {
+      assert.notEqual(next.headers.get("x-hedge"), "cache");
+      await next.arrayBuffer().catch(() => {});
+    }
     assert.equal(a.requests.filter((r) => r.url === "/cut").length, 2);
   });
 }

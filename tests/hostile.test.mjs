@@ -8,7 +8,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
-import { Miniflare } from "miniflare";
+import { Miniflare } from "./support/miniflare.mjs";
 import { origins, popAggregator, serverTiming, workerOptions } from "./support/worker.mjs";
 import { origin, worker } from "./support/harness.mjs";
 import { stored } from "./support/cache.mjs";

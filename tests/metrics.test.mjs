@@ -4,7 +4,7 @@
 // every isolate's pushes in the aggregator.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Miniflare } from "miniflare";
+import { Miniflare } from "./support/miniflare.mjs";
 import { origins, popAggregator, workerOptions } from "./support/worker.mjs";
 import { origin, worker } from "./support/harness.mjs";
 import { parseMetrics } from "./support/metrics.mjs";

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { Miniflare } from "miniflare";
+import { Miniflare } from "./support/miniflare.mjs";
 import { origins, popAggregator, serverTiming, startWorker, workerOptions, wrap } from "./support/worker.mjs";
 import { origin } from "./support/harness.mjs";
 

@@ -305,5 +305,10 @@ test("a third attempt that gets no answer does not hide the hedge's origin answe
   assert.equal(res.status, 503);
   assert.equal(res.headers.get("retry-after"), "7");
   assert.equal(await res.text(), "b sheds");
-  assert.equal(b.requests.length, 2, "the hedge and the third attempt");
+  // Two legs the Worker sent (each leg has its own traceparent span); the
+  // runtime's HTTP client (workerd 1.20261117) may resend the reset GET
+  // once, with the same headers.
+  const legs = new Set(b.requests.map((r) => r.headers.traceparent));
+  assert.equal(legs.size, 2, "the hedge and the third attempt");
+  assert.ok(b.requests.length <= 3, `${b.requests.length} requests at b`);
 });

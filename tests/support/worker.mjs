@@ -1,7 +1,7 @@
 // Runs the built Worker (build/index.js + wasm) in workerd through Miniflare's API.
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { Miniflare } from "miniflare";
+import { Miniflare } from "./miniflare.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 // HEDGEHOG_BUILD_DIR runs the tests against another build (say, of an older
