@@ -119,6 +119,7 @@ async function refresh() {
     charts["chart-hedges"].setData([history.t, history.hedgeShare, history.budget, history.winShare]);
     charts["chart-latency"].setData([history.t, history.p50, history.p99, history.legP50, history.legP99]);
     renderOrigins(m, previous.m);
+    renderVersions(m, previous.m, dt);
   }
   // The PoP's view of routes and errors (what isolates last reported),
   // else the answering isolate's.
@@ -152,6 +153,30 @@ function renderOrigins(m, before) {
     );
   }
   $("origins").innerHTML = rows.join("");
+}
+
+// Each Worker version's figures between two refreshes (the PoP scope has
+// them when isolates run with the version metadata binding), so a version
+// at 10% can be compared with the rest.
+function renderVersions(m, before, dt) {
+  const versions = [...new Set(series(m, "hedgehog_version_requests_total").map((s) => s.labels.version))].sort();
+  const delta = (name, filter) => sum(m, name, filter) - sum(before, name, filter);
+  const rows = versions.map((version) => {
+    const requests = delta("hedgehog_version_requests_total", { version });
+    const hedges = delta("hedgehog_version_hedges_total", { version });
+    const won = delta("hedgehog_version_hedges_total", { version, outcome: "won" });
+    const errors = delta("hedgehog_version_client_errors_total", { version });
+    const latency = histogramQuantile.between(m, before, "hedgehog_version_request_duration_seconds", { version });
+    return (
+      `<tr data-version="${escapeHtml(version)}"><td>${escapeHtml(version.slice(0, 8))}</td>` +
+      `<td>${fmt(requests / dt, 1)}</td>` +
+      `<td>${requests > 0 ? fmt((100 * hedges) / requests, 1) : "–"}</td>` +
+      `<td>${hedges > 0 ? fmt((100 * won) / hedges, 0) : "–"}</td>` +
+      `<td>${requests > 0 ? fmt((100 * errors) / requests, 2) : "–"}</td>` +
+      `<td>${requests > 0 ? fmt(latency(0.99) * 1000) : "–"}</td></tr>`
+    );
+  });
+  $("versions").innerHTML = rows.length ? rows.join("") : `<tr><td colspan="6">no version reported (add the version_metadata binding)</td></tr>`;
 }
 
 function renderRoutes(own) {

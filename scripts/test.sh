@@ -21,6 +21,8 @@ python3 scripts/docs-figures.py --check
 log "test: the dashboard page is built from its sources (scripts/build-dashboard.mjs --check)"
 node scripts/build-dashboard.mjs --check
 bash scripts/build.sh
+# The panic test's build: the same Worker with a panic trigger (build-test/).
+bash scripts/build.sh --test
 for env in "" staging production; do
   log "test: wrangler deploy --dry-run ${env:+--env $env}"
   # --dry-run validates the configuration, bindings and bundle without

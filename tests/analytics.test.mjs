@@ -59,6 +59,7 @@ test("every column the documented queries read is written, with its documented m
           HEDGE_BUDGET_FLOOR_PER_SEC: "1000",
           HEDGE_PRIMARY: "ordered",
           HEDGE_CACHE: "false",
+          CF_VERSION_METADATA: { id: "5e0c9d1a-version", tag: "", timestamp: "" },
         }),
         name: "edge",
         ...captureEntry(),
@@ -92,6 +93,7 @@ test("every column the documented queries read is written, with its documented m
     }
   }
   // The meanings the page gives.
+  assert.ok(points.every((p) => column(p, "blob5") === "5e0c9d1a-version"), "every row names the Worker version");
   const hedged = points.find((p) => column(p, "blob3") === "hedge");
   assert.ok(hedged, JSON.stringify(points));
   assert.equal(column(hedged, "blob1"), "b", "blob1: the origin whose answer the client got");

@@ -93,3 +93,69 @@ test("local development is checked with .dev.vars over the config's vars, as wra
   assert.match(good.out, /with \.dev\.vars\): \d+ HEDGE_\* key\(s\), 1 origin/);
 });
 
+
+test("npm run deploy without an environment refuses before anything runs, and names the environments", () => {
+  const file = path.join(dir, "deploy-wrangler.toml");
+  writeFileSync(file, HEAD + `[vars]\n${ORIGINS("http://127.0.0.1:8081", "http://127.0.0.1:8082")}\n[env.staging]\nworkers_dev = true\n[env.production]\nworkers_dev = false\n`);
+  const r = spawnSync("bash", [path.join(root, "scripts/deploy.sh"), "--config", file], { cwd: root, encoding: "utf8" });
+  assert.equal(r.status, 2, r.stdout + r.stderr);
+  assert.match(r.stderr, /--env NAME \(environments in .*: production staging\)/);
+  assert.match(r.stderr, /never deployed/);
+});
+
+test("--env checks the environment's own vars: .dev.vars, which a deploy never uploads, changes nothing", () => {
+  const local = mkdtempSync(path.join(dir, "env-"));
+  const toml = path.join(local, "wrangler.toml");
+  writeFileSync(
+    toml,
+    HEAD +
+      `[vars]\n${ORIGINS("http://127.0.0.1:8081", "http://127.0.0.1:8082")}\n` +
+      `[env.production]\nroutes = ["api.shop.net/*"]\n[env.production.vars]\n${ORIGINS("https://origin-a.example.com", "https://b.shop.net")}\n`,
+  );
+  // .dev.vars would fix production's placeholder origin, and adds a typo.
+  writeFileSync(path.join(local, ".dev.vars"), `HEDGE_ORIGINS='[{"name":"mine","url":"https://origin.mine.dev"}]'\nHEDGE_QUANTIL=p99\n`);
+  const r = spawnSync("bash", [path.join(root, "scripts/check.sh"), "--config", toml, "--env", "production"], { cwd: root, encoding: "utf8" });
+  const out = r.stdout + r.stderr;
+  assert.equal(r.status, 1, out);
+  assert.match(out, /"a" \(https:\/\/origin-a\.example\.com\) is a placeholder/);
+  assert.doesNotMatch(out, /HEDGE_QUANTIL|mine|\.dev\.vars/);
+});
+
+test("--env lists what would be deployed, refuses a secret in [vars] and warns of an origin under the Worker's own route", () => {
+  const r = runCheck(
+    HEAD +
+      `[env.production]\nroutes = [{ pattern = "api.shop.net/*", zone_name = "shop.net" }]\n` +
+      `[[env.production.durable_objects.bindings]]\nname = "POP_AGGREGATOR"\nclass_name = "PopAggregator"\n[[migrations]]\ntag = "v1"\nnew_sqlite_classes = ["PopAggregator"]\n` +
+      `[env.production.vars]\n${ORIGINS("https://api.shop.net", "https://b.shop.net")}\n`,
+    "--env",
+    "production",
+  );
+  assert.equal(r.status, 0, r.out);
+  assert.match(r.out, /warning: origin "a" \(https:\/\/api\.shop\.net\) is under the Worker's own route api\.shop\.net\/\*/);
+  assert.match(r.out, /routes api\.shop\.net\/\*/);
+  assert.match(r.out, /Durable Objects: POP_AGGREGATOR \(PopAggregator\); migrations: v1/);
+  assert.match(r.out, /secrets it reads.*HEDGE_STATS_TOKEN/);
+  const secret = runCheck(
+    HEAD + `[env.production]\nworkers_dev = true\n[env.production.vars]\n${ORIGINS("https://a.shop.net", "https://b.shop.net")}\nHEDGE_STATS_TOKEN = "a-long-enough-token-1234"\n`,
+    "--env",
+    "production",
+  );
+  assert.equal(secret.status, 1, secret.out);
+  assert.match(secret.out, /HEDGE_STATS_TOKEN: set in \[env\.production\]'s vars.*wrangler secret put HEDGE_STATS_TOKEN --env production/);
+  assert.doesNotMatch(secret.out, /a-long-enough-token-1234/);
+});
+
+test("the check runs the parser of the built module it is given, not a second copy", () => {
+  // A stand-in build whose parser reports one made-up error: the check
+  // reports exactly that, so it asked the module.
+  const build = mkdtempSync(path.join(dir, "build-"));
+  writeFileSync(
+    path.join(build, "index.js"),
+    `export default class { check_config(vars) { return JSON.stringify({ errors: [{ key: "HEDGE_FROM_THE_MODULE", reason: "seen " + Object.keys(vars).join(",") }], origins: [], secrets: [] }); } }\n`,
+  );
+  const file = path.join(dir, "stand-in.toml");
+  writeFileSync(file, HEAD + `[vars]\n${ORIGINS("http://127.0.0.1:8081", "http://127.0.0.1:8082")}\n`);
+  const r = spawnSync("node", [path.join(root, "scripts/check-config.mjs"), "--config", file], { cwd: root, encoding: "utf8", env: { ...process.env, HEDGEHOG_BUILD_DIR: build } });
+  assert.equal(r.status, 1, r.stdout + r.stderr);
+  assert.match(r.stderr, /HEDGE_FROM_THE_MODULE: seen HEDGE_ORIGINS/);
+});

@@ -33,6 +33,8 @@ test("the dashboard shows the PoP's figures, charts them, and asks for the token
       HEDGE_STATIC_DELAY_MS: "60",
       HEDGE_POP_PUSH_EVERY_REQUESTS: "1",
       HEDGE_POP_PUSH_INTERVAL_MS: "100",
+      // As the version_metadata binding gives it (wrangler.toml).
+      CF_VERSION_METADATA: { id: "3f1c2a9e-7b4d-4e1a-9c2f-5d6e7f809a1b", tag: "", timestamp: "2026-12-05T00:00:00Z" },
     },
     popAggregator(),
   );
@@ -85,6 +87,11 @@ test("the dashboard shows the PoP's figures, charts them, and asks for the token
     const rows = await page.$$eval("#origins tr", (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
     assert.deepEqual(rows.map((r) => r[0]), ["a", "b"]);
     assert.ok(rows.every((r) => Number(r[4]) > 0 && Number(r[4]) < 300), JSON.stringify(rows));
+    // The version's row: its share of the traffic, for a rollout's comparison.
+    await page.waitForFunction(() => document.querySelector("#versions tr[data-version]")?.children[1].textContent > 0, { timeout: 10_000 });
+    const version = await page.$eval("#versions tr[data-version]", (tr) => [tr.dataset.version, ...[...tr.children].map((td) => td.textContent)]);
+    assert.equal(version[0], "3f1c2a9e-7b4d-4e1a-9c2f-5d6e7f809a1b");
+    assert.equal(version[1], "3f1c2a9e");
     mkdirSync(path.join(root, "test-results"), { recursive: true });
     await page.screenshot({ path: path.join(root, "test-results", "dashboard.png"), fullPage: true });
 

@@ -109,8 +109,10 @@ test("the PoP scope sums every isolate's pushes; without the aggregator it says 
     HEDGE_POP_PUSH_INTERVAL_MS: "100",
   };
   const pop = popAggregator();
+  // Two Worker versions live at once, as in a gradual deployment.
+  const versionOf = (i) => (i === 0 ? "0b7e-new" : "a1c3-old");
   const workers = Array.from({ length: 3 }, (_, i) => ({
-    ...workerOptions(vars),
+    ...workerOptions({ ...vars, CF_VERSION_METADATA: { id: versionOf(i), tag: "", timestamp: "" } }),
     name: `isolate-${i}`,
     durableObjects: { POP_AGGREGATOR: { className: "PopAggregator", scriptName: "isolate-0", useSQLite: true } },
   }));
@@ -144,6 +146,12 @@ test("the PoP scope sums every isolate's pushes; without the aggregator it says 
     assert.equal(m.value("hedgehog_origin_legs_total", { origin: "a", leg: "primary", outcome: "won" }), total);
     assert.equal(m.value("hedgehog_pop_hedge_ratio"), 0);
     assert.ok(m.value("hedgehog_pop_pushes_total") >= 3);
+    // Split by version: one isolate runs the new version, two the old.
+    const byVersion = (v) => m.value("hedgehog_version_requests_total", { version: v });
+    assert.equal(byVersion("0b7e-new") + byVersion("a1c3-old"), total);
+    assert.ok(byVersion("0b7e-new") >= PER - 1 && byVersion("a1c3-old") >= 2 * (PER - 1), `${byVersion("0b7e-new")} / ${byVersion("a1c3-old")}`);
+    const first = parseMetrics(await (await isolates[0].fetch("http://edge.test/__hedge/metrics", { headers: auth })).text(), "prometheus");
+    assert.equal(first.value("hedgehog_isolate_info", { version: "0b7e-new" }), 1);
     // The delay in force per route, as the isolates last reported it.
     const delays = m.samples.filter((s) => s.name === "hedgehog_route_hedge_delay_seconds" && s.labels.route === "/api");
     assert.equal(delays.length, 1, JSON.stringify(delays));

@@ -80,3 +80,27 @@ test("a short stats token is a configuration error that leaves the stats page of
   const text = await stats.text();
   assert.doesNotMatch(text, /short-secret|budget_tokens/);
 });
+test("two tokens are accepted while rotating, and a host-prefixed path serves the pages on that host only", async () => {
+  const a = await origin("a", (req) => ({ body: `a:${req.url}` }));
+  const OLD = "old-token-0123456789abcdef";
+  const NEW = "new-token-0123456789abcdef";
+  const w = await worker({
+    HEDGE_ORIGINS: origins(a),
+    HEDGE_STATS_TOKEN: `${OLD} ${NEW}`,
+    HEDGE_STATS_PATH: "ops.edge.test/__hedge/stats",
+  });
+  const on = (host, path, token) =>
+    w.mf.dispatchFetch(`http://${host}${path}`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
+  for (const token of [OLD, NEW]) {
+    const res = await on("ops.edge.test", "/__hedge/metrics", token);
+    assert.equal(res.status, 200, token);
+    assert.match(await res.text(), /hedgehog_requests/);
+  }
+  const wrong = await on("ops.edge.test", "/__hedge/stats", "another-token-0123456789");
+  assert.equal(wrong.status, 401);
+  await wrong.text();
+  // On the API's own host the path is the origin's, like any other path.
+  const api = await on("edge.test", "/__hedge/stats", OLD);
+  assert.equal(await api.text(), "a:/__hedge/stats");
+  assert.equal(a.requests.length, 1, "only the request on another host reached the origin");
+});

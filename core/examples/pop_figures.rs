@@ -156,6 +156,7 @@ fn main() {
             route_delays: Vec::new(),
             errors: Vec::new(),
             route_budgets: Vec::new(),
+            worker_version: String::new(),
         };
         let (_, touched) = pop.apply(&push, 0, 1_000.0);
         for key in touched {

@@ -59,6 +59,7 @@ proptest! {
             route_delays: Vec::new(),
             errors: Vec::new(),
             route_budgets: Vec::new(),
+            worker_version: String::new(),
         }.encode()).expect("valid push");
         prop_assert_eq!(decoded.keys[0].sketch(), whole);
     }
@@ -135,6 +136,7 @@ proptest! {
             route_delays: Vec::new(),
             errors: Vec::new(),
             route_budgets: Vec::new(),
+            worker_version: String::new(),
         }.encode();
         for (index, byte) in flips {
             let i = index.index(bytes.len());

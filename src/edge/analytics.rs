@@ -3,8 +3,8 @@
 //! nothing breaks, without it).
 //!
 //! Index: route key. Blobs: origin that answered, route key, what answered
-//! (`primary`, `hedge`, `none`, ...), delay basis. Doubles: total ms, hedge
-//! delay ms (-1 without one), status, hedge sent (0/1).
+//! (`primary`, `hedge`, `none`, ...), delay basis, Worker version id.
+//! Doubles: total ms, hedge delay ms (-1 without one), status, hedge sent (0/1).
 
 use worker::{console_warn, AnalyticsEngineDataPointBuilder, AnalyticsEngineDataset, Env};
 
@@ -36,6 +36,7 @@ pub(crate) fn write(dataset: &AnalyticsEngineDataset, line: &RequestLine) {
             line.route.as_str(),
             line.answered_by.as_str(),
             line.delay_basis.unwrap_or(""),
+            &line.version,
         ])
         .doubles([
             line.total_ms,

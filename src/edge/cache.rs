@@ -27,6 +27,7 @@ use futures::stream::{self, StreamExt};
 use worker::js_sys::Uint8Array;
 
 use super::clock::{now_ms, random_hex};
+use super::connections::Connections;
 use super::isolate::Shared;
 use super::reply::{drop_hop_by_hop, null_body_status};
 use super::request_body::HeldClaim;
@@ -48,7 +49,12 @@ fn default_cache() -> Option<web_sys::Cache> {
         .ok()
 }
 
-async fn match_key(cache: &web_sys::Cache, key: &str) -> Option<web_sys::Response> {
+async fn match_key(
+    cache: &web_sys::Cache,
+    key: &str,
+    connections: &Connections,
+) -> Option<web_sys::Response> {
+    let _slot = connections.take().await;
     match JsFuture::from(cache.match_with_str(key)).await {
         Ok(value) => value.dyn_into::<web_sys::Response>().ok(),
         Err(e) => {
@@ -106,11 +112,15 @@ pub(crate) struct Lookup {
 
 /// The stored entry for `url` that may answer a request with these headers,
 /// if there is one (fresh or not: the caller asks the core what it may do).
-pub(crate) async fn lookup(url: &str, request_headers: &web_sys::Headers) -> Lookup {
+pub(crate) async fn lookup(
+    url: &str,
+    request_headers: &web_sys::Headers,
+    connections: &Connections,
+) -> Lookup {
     let Some(cache) = default_cache() else {
         return Lookup::default();
     };
-    let Some(plain) = match_key(&cache, url).await else {
+    let Some(plain) = match_key(&cache, url, connections).await else {
         return Lookup::default();
     };
     // Each `headers()` and `get` crosses into JavaScript: read once each.
@@ -123,8 +133,12 @@ pub(crate) async fn lookup(url: &str, request_headers: &web_sys::Headers) -> Loo
             let VaryRule::Headers(names) = vary_rule(Some(&names)) else {
                 return Lookup::default();
             };
+            // The marker is all headers: its (empty) body is let go now.
+            if let Some(body) = plain.body() {
+                let _ = body.cancel();
+            }
             let variant = match variant_key(url, generation, &names, header_of(request_headers)) {
-                Some(key) => match_key(&cache, &key).await,
+                Some(key) => match_key(&cache, &key, connections).await,
                 None => None,
             };
             let meta = variant
@@ -150,8 +164,9 @@ pub(crate) async fn lookup(url: &str, request_headers: &web_sys::Headers) -> Loo
 
 /// Deletes the entry under `url` (the response itself, or the marker of its
 /// variants, which leaves every variant unreachable).
-pub(crate) async fn delete(url: &str) {
+pub(crate) async fn delete(url: &str, connections: &Connections) {
     if let Some(cache) = default_cache() {
+        let _slot = connections.take().await;
         if let Err(e) = JsFuture::from(cache.delete_with_str(url)).await {
             console_warn!("hedgehog-edge: cache delete failed: {e:?}");
         }
@@ -166,6 +181,7 @@ pub(crate) async fn invalidate(
     isolate: &Shared,
     url: &str,
     response: &web_sys::Response,
+    connections: &Connections,
 ) -> worker::Result<()> {
     let mut targets = vec![url.to_string()];
     for name in ["location", "content-location"] {
@@ -180,7 +196,7 @@ pub(crate) async fn invalidate(
         }
     }
     isolate.borrow_mut().invalidate(&targets, now_ms());
-    futures::future::join_all(targets.iter().map(|t| delete(t))).await;
+    futures::future::join_all(targets.iter().map(|t| delete(t, connections))).await;
     Ok(())
 }
 
@@ -294,9 +310,10 @@ pub(crate) fn store(
     ctx: &Context,
     target: StoreTarget<'_>,
     response: &web_sys::Response,
+    connections: &Rc<Connections>,
     on_stored: impl FnOnce() + 'static,
 ) -> bool {
-    match store_task(target, response, on_stored) {
+    match store_task(target, response, connections, on_stored) {
         Some(task) => {
             ctx.wait_until(task);
             true
@@ -310,6 +327,7 @@ pub(crate) fn store(
 pub(crate) fn store_task(
     target: StoreTarget<'_>,
     response: &web_sys::Response,
+    connections: &Rc<Connections>,
     on_stored: impl FnOnce() + 'static,
 ) -> Option<LocalBoxFuture<'static, ()>> {
     let cache = default_cache()?;
@@ -352,10 +370,14 @@ pub(crate) fn store_task(
         expected_len.is_none(),
     )
     .ok()?;
-    let put = cache.put_with_str(&key, &copy);
     let url = url.to_string();
+    let connections = Rc::clone(connections);
     Some(Box::pin(async move {
-        let stored = JsFuture::from(put).await;
+        // The copy (a tee) holds what the cache has not yet read, within
+        // the held-body cap, while the put waits for a free slot.
+        let slot = connections.take().await;
+        let stored = JsFuture::from(cache.put_with_str(&key, &copy)).await;
+        drop(slot);
         let (whole, over_cap) = {
             let p = progress.borrow();
             let whole = body_whole(expected_len, p.bytes, p.errored, p.ended);
@@ -364,6 +386,7 @@ pub(crate) fn store_task(
         if over_cap || (stored.is_ok() && !whole) {
             // Short: taken out again before anyone is served it (a copy cut
             // at the cap can be kept short even though its put failed).
+            let _slot = connections.take().await;
             let _ = JsFuture::from(cache.delete_with_str(&key)).await;
             if !over_cap {
                 console_warn!("hedgehog-edge: the origin's body ended early; not cached");
@@ -374,6 +397,7 @@ pub(crate) fn store_task(
         // a variant that was stored (or is being replaced).
         let mut stored = stored;
         if let (Ok(_), Some(marker)) = (&stored, marker) {
+            let _slot = connections.take().await;
             stored = JsFuture::from(cache.put_with_str(&url, &marker)).await;
         }
         match stored {

@@ -18,7 +18,11 @@ pub(crate) fn pop_bound(env: &Env) -> bool {
 /// Every `HEDGE_*` var as text. Structured vars (a TOML table or array in
 /// `[vars]`) arrive as objects and are turned back into JSON.
 pub(crate) fn read_vars(env: &Env) -> BTreeMap<String, String> {
-    let env_value: &JsValue = env.as_ref();
+    vars_of(env.as_ref())
+}
+
+/// [`read_vars`] of any object of bindings (the check passes one in).
+pub(crate) fn vars_of(env_value: &JsValue) -> BTreeMap<String, String> {
     let mut vars = BTreeMap::new();
     let Some(object) = env_value.dyn_ref::<Object>() else {
         return vars;

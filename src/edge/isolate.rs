@@ -7,6 +7,8 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use worker::js_sys::Reflect;
+use worker::wasm_bindgen::JsValue;
 use worker::Env;
 use worker::{console_error, js_sys};
 
@@ -52,6 +54,9 @@ pub(crate) fn get(env: &Env, now_ms: f64) -> Result<Shared, Rc<Vec<ConfigError>>
                     (js_sys::Math::random() * 9.007_199_254_740_991e15) as u64,
                 );
                 isolate.note_config_errors(errors);
+                if let Some(version) = version_id(env) {
+                    isolate.set_version(&version);
+                }
                 State::Ready(Rc::new(RefCell::new(isolate)))
             }
             Err(errors) => State::Invalid(Rc::new(errors)),
@@ -61,6 +66,27 @@ pub(crate) fn get(env: &Env, now_ms: f64) -> Result<Shared, Rc<Vec<ConfigError>>
             State::Invalid(errors) => Err(Rc::clone(errors)),
         }
     })
+}
+
+/// The binding of the Worker's version metadata (`[version_metadata]` in
+/// `wrangler.toml`): `{ id, tag, timestamp }` of the version this isolate runs.
+const VERSION_BINDING: &str = "CF_VERSION_METADATA";
+
+/// The version id this isolate runs, when the binding is configured.
+fn version_id(env: &Env) -> Option<String> {
+    let env: &JsValue = env.as_ref();
+    let metadata = Reflect::get(env, &JsValue::from_str(VERSION_BINDING)).ok()?;
+    let id = Reflect::get(&metadata, &JsValue::from_str("id"))
+        .ok()?
+        .as_string()?;
+    // An id is a UUID; anything else is cut to a label's worth.
+    Some(
+        id.chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .take(64)
+            .collect(),
+    )
+    .filter(|id: &String| !id.is_empty())
 }
 
 /// Runs `f` on the isolate; `None` before a valid configuration was parsed.

@@ -18,14 +18,17 @@ mod abort_signal;
 mod analytics;
 mod body_watch;
 mod cache;
+mod check;
 mod client;
 mod clock;
 mod coalesce;
+mod connections;
 mod env_vars;
 mod fixed_length_body;
 mod isolate;
 mod leg;
 mod operator;
+mod panic;
 mod pop;
 mod proxy;
 mod race;
@@ -42,7 +45,9 @@ use hedgehog_core::isolate::{Admit, RequestHead};
 /// Every request: the isolate admits it, and its route's handler answers.
 #[event(fetch)]
 async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
-    console_error_panic_hook::set_once();
+    panic::install_hook();
+    #[cfg(feature = "test-panic")]
+    panic::test_trigger(&req.headers()).await;
     let start_ms = clock::now_ms();
     let isolate = match isolate::get(&env, start_ms) {
         Ok(isolate) => isolate,
@@ -75,10 +80,12 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             websocket::pass_through(&req, &url, &request_id).await
         }
         Admit::Proxy(admission) => {
+            let connections = connections::Connections::new();
             let client = client::Client {
                 req: &req,
                 url: &url,
                 headers: &headers,
+                connections: &connections,
             };
             // Boxed: inline, its state is laid out beside this future's own
             // (measured: 4 KB held a request through the race; boxed, 2.9 KB

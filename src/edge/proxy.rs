@@ -84,7 +84,15 @@ pub(crate) async fn run(
         query: admission.query.as_deref(),
     };
     let signal = client.req.signal();
-    let report = race::run(isolate, plan, &target, &mut outbound, &signal).await;
+    let report = race::run(
+        isolate,
+        plan,
+        &target,
+        &mut outbound,
+        &signal,
+        client.connections,
+    )
+    .await;
     let mut report = match report {
         Ok(report) => report,
         Err(e) => {
@@ -158,14 +166,14 @@ async fn consult_cache(
             return Ok(Err(reply::client_gone(request_id)));
         };
         if matches!(outcome, FlightState::Stored | FlightState::Unknown) {
-            found = cache::lookup(client.url, client.headers).await;
+            found = cache::lookup(client.url, client.headers, client.connections).await;
             serve_as = CacheServe::Coalesced;
         }
         // Nothing shared (or another variant): fetch as if this request had come alone.
     }
     // A waiter that found nothing in the cache does not look again.
     if admission.look_up_cache && serve_as == CacheServe::Hit {
-        found = cache::lookup(client.url, client.headers).await;
+        found = cache::lookup(client.url, client.headers, client.connections).await;
     }
     let Some(entry) = found.entry.take() else {
         return Ok(Ok(Miss {
@@ -264,7 +272,7 @@ async fn finish(
     let done =
         (isolate.borrow_mut()).complete(admission, &report.state, &answer, client.url, now_ms());
     if let (true, Some(response)) = (done.invalidate, kept) {
-        cache::invalidate(isolate, client.url, response).await?;
+        cache::invalidate(isolate, client.url, response, client.connections).await?;
     }
     if let (Some((meta, keep_secs)), Some(response)) = (done.store, kept) {
         let target = cache::StoreTarget {
@@ -275,7 +283,7 @@ async fn finish(
             keep_secs,
         };
         let leader = miss.leader.take();
-        let stored = cache::store(ctx, target, response, move || {
+        let stored = cache::store(ctx, target, response, client.connections, move || {
             if let Some(leader) = leader {
                 leader.stored();
             }
@@ -308,7 +316,7 @@ async fn finish(
         request_log::finish(line, response.status(), done.log_level, dataset.as_ref());
     }
     if let Some(body) = done.push {
-        pop::client::push(ctx, env, client.req, isolate, body);
+        pop::client::push(ctx, env, client.req, isolate, client.connections, body);
     }
     response
 }

@@ -12,6 +12,7 @@ use worker::{web_sys, Delay};
 
 use super::abort_signal;
 use super::clock::now_ms;
+use super::connections::{Connections, Slot};
 use super::isolate::Shared;
 use super::leg::{self, OutboundRequest};
 use hedgehog_core::race::{Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState, INVALID_STATUS};
@@ -86,10 +87,21 @@ impl LegIo {
         }
     }
 
-    /// Sends a leg to `url`; `None` when the Worker could not build it.
-    fn send(url: &str, outbound: &mut OutboundRequest, leg: Leg) -> worker::Result<Self> {
+    /// Sends a leg to `url` in `slot` (given back when its headers, or its
+    /// failure, arrive); `Err` when the Worker could not build it.
+    fn send(
+        url: &str,
+        outbound: &mut OutboundRequest,
+        leg: Leg,
+        slot: Slot,
+    ) -> worker::Result<Self> {
         let controller = web_sys::AbortController::new()?;
         let fetch = leg::send(url, outbound, leg, &controller.signal())?;
+        let fetch = async move {
+            let answer = fetch.await;
+            drop(slot);
+            answer
+        };
         Ok(Self {
             future: fetch.boxed_local().fuse(),
             controller: Some(controller),
@@ -145,8 +157,12 @@ pub(crate) async fn run(
     target: &Target<'_>,
     outbound: &mut OutboundRequest,
     client: &web_sys::AbortSignal,
+    connections: &Connections,
 ) -> worker::Result<RaceReport> {
     let delay_ms = plan.first_timer_ms();
+    // The primary waits its turn for a connection (before the race's clock
+    // starts); a hedge that finds none free is not sent.
+    let slot = connections.take().await;
     // The race starts as the primary goes out; the configuration comes along
     // (shared, not copied): a URL is built only for a leg that goes out.
     let (mut state, params) = isolate.borrow_mut().start(plan, now_ms());
@@ -156,7 +172,7 @@ pub(crate) async fn run(
         })
     };
     // One controller per leg, so aborting the loser leaves the winner alone.
-    let primary = match LegIo::send(&url(state.plan.primary), outbound, Leg::Primary) {
+    let primary = match LegIo::send(&url(state.plan.primary), outbound, Leg::Primary, slot) {
         Ok(primary) => primary,
         Err(e) => {
             isolate.borrow_mut().primary_not_sent(&mut state, now_ms());
@@ -200,6 +216,7 @@ pub(crate) async fn run(
             legs: &mut legs,
             outbound,
             url: &url,
+            connections,
         };
         let end = (isolate.borrow_mut()).handle(&mut state, event, now_ms(), &mut io);
         if let Some(end) = end {
@@ -250,6 +267,7 @@ struct Io<'a, U: Fn(usize) -> String> {
     legs: &'a mut [LegIo; 2],
     outbound: &'a mut OutboundRequest,
     url: &'a U,
+    connections: &'a Connections,
 }
 
 impl<U: Fn(usize) -> String> RaceIo for Io<'_, U> {
@@ -258,7 +276,12 @@ impl<U: Fn(usize) -> String> RaceIo for Io<'_, U> {
     }
 
     fn send_hedge(&mut self, origin: usize) -> bool {
-        match LegIo::send(&(self.url)(origin), self.outbound, Leg::Hedge) {
+        // Six subrequests waiting already: a hedge that queued behind them
+        // would come too late to help.
+        let Some(slot) = self.connections.try_take() else {
+            return false;
+        };
+        match LegIo::send(&(self.url)(origin), self.outbound, Leg::Hedge, slot) {
             Ok(hedge) => {
                 // A third attempt replaces a hedge that failed. Its origin's
                 // answer is kept while the client may still need it (no

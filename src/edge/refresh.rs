@@ -4,11 +4,14 @@
 //! has the stale copy, conditional when the entry has a validator; its answer
 //! (or the entry updated by a `304`) replaces the stored one.
 
+use std::rc::Rc;
+
 use worker::{console_warn, web_sys, Context};
 
 use super::cache::{self, Entry, StoreTarget};
 use super::client::Client;
 use super::clock::{new_id, now_ms};
+use super::connections::Connections;
 use super::isolate::{self, Shared};
 use super::leg::{self, OutboundBody, OutboundRequest};
 use super::race::{self, Outcome, Target};
@@ -42,6 +45,8 @@ pub(crate) fn spawn(
     };
     let (path, query) = (admission.path.clone(), admission.query.clone());
     let shared = Shared::clone(shared);
+    // The same invocation: its subrequests count against the client's six.
+    let connections = Rc::clone(client.connections);
     ctx.wait_until(async move {
         let _claim = claim;
         let mut outbound = OutboundRequest {
@@ -62,14 +67,23 @@ pub(crate) fn spawn(
             return;
         };
         let started_ms = now_ms();
-        let report = race::run(&shared, plan, &target, &mut outbound, &never.signal()).await;
+        let signal = never.signal();
+        let report = race::run(&shared, plan, &target, &mut outbound, &signal, &connections).await;
         let Ok(report) = report else {
             return;
         };
         let Outcome::Won(response) = &report.outcome else {
             return;
         };
-        store(&shared, &url, &request_headers, response, started_ms).await;
+        store(
+            &shared,
+            &url,
+            &request_headers,
+            response,
+            started_ms,
+            &connections,
+        )
+        .await;
     });
 }
 
@@ -80,11 +94,12 @@ async fn store(
     request_headers: &web_sys::Headers,
     response: &web_sys::Response,
     started_ms: f64,
+    connections: &Rc<Connections>,
 ) {
     let updated;
     let response = if response.status() == 304 {
         // The stored body is read again: the client's copy used the first.
-        let found = cache::lookup(url, request_headers).await;
+        let found = cache::lookup(url, request_headers, connections).await;
         match found.entry.map(|entry| cache::updated_by(&entry, response)) {
             Some(Ok(response)) => {
                 updated = response;
@@ -109,7 +124,7 @@ async fn store(
         meta,
         keep_secs,
     };
-    let task = cache::store_task(target, response, || {});
+    let task = cache::store_task(target, response, connections, || {});
     if let Some(body) = response.body() {
         // The stored copy is a tee of it; this branch is not read.
         let _ = body.cancel();

@@ -28,7 +28,9 @@ export async function startWorker(vars, extra = {}) {
 export function workerOptions(vars) {
   const bindings = {};
   for (const [k, v] of Object.entries(vars)) {
-    bindings[k] = typeof v === "string" ? v : JSON.stringify(v);
+    // HEDGE_* values as text; any other object (the version metadata) as
+    // the object it is on the platform.
+    bindings[k] = typeof v === "string" || !k.startsWith("HEDGE_") ? v : JSON.stringify(v);
   }
   return {
     scriptPath: path.join(buildDir, "index.js"),

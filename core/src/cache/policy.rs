@@ -457,6 +457,13 @@ fn stored_directives(
 /// (`.invalid`, which never resolves: RFC 6761): such a request is refused
 /// before it reaches the cache or an origin.
 pub fn is_reserved_host(url: &str) -> bool {
+    let host = url_host(url);
+    host == "invalid" || host.ends_with(".invalid")
+}
+
+/// The host a request URL names: lowercase, without port, credentials or a
+/// trailing dot.
+pub fn url_host(url: &str) -> String {
     let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
     let authority = after_scheme
         .split(['/', '?', '#'])
@@ -467,8 +474,7 @@ pub fn is_reserved_host(url: &str) -> bool {
         Some((h, port)) if !h.ends_with(']') && port.bytes().all(|b| b.is_ascii_digit()) => h,
         _ => host,
     };
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
-    host == "invalid" || host.ends_with(".invalid")
+    host.trim_end_matches('.').to_ascii_lowercase()
 }
 
 /// The answer's freshness if the cache may keep it: requested at

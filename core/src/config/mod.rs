@@ -36,6 +36,10 @@ use crate::request::eligibility::EligibilityParams;
 use crate::request::route_key::prefix_label;
 use crate::request::route_key::RouteKeyParams;
 pub use keys::{Key, Range, KEYS};
+
+/// Keys that hold a secret: set with `wrangler secret put`, never in `[vars]`
+/// (a var is stored in the deployed script's settings in clear text).
+pub const SECRET_KEYS: &[&str] = &["HEDGE_STATS_TOKEN"];
 pub use origins::Origin;
 use reader::Reader;
 pub use routes::{route_policy, RouteMode, RoutePolicy};
@@ -106,14 +110,23 @@ pub struct StatsParams {
     /// Request path that serves the stats; its siblings `metrics` and
     /// `dashboard` serve the metrics and the dashboard.
     pub path: String,
-    /// The bearer token; `None` leaves the path unserved (proxied like any other).
-    pub token: Option<Secret>,
+    /// The one hostname the pages answer on (lowercase), when the operator
+    /// gave one (`HEDGE_STATS_PATH = "ops.example.com/__hedge/stats"`):
+    /// on any other host the path is proxied like any other. Lets the pages
+    /// sit behind Cloudflare Access on their own hostname.
+    pub host: Option<String>,
+    /// The bearer tokens accepted: one, or two while rotating. None leaves
+    /// the pages unserved (the path is proxied like any other).
+    pub tokens: Vec<Secret>,
 }
 
 impl StatsParams {
-    /// The operator page `path` names, if any (only with a token set).
-    pub fn page(&self, path: &str, query: Option<&str>) -> Option<OperatorPage> {
-        self.token.as_ref()?;
+    /// The operator page a request for `host` and `path` names, if any
+    /// (only with a token set, and only on the operator's host if given).
+    pub fn page(&self, host: &str, path: &str, query: Option<&str>) -> Option<OperatorPage> {
+        if self.tokens.is_empty() || self.host.as_deref().is_some_and(|h| h != host) {
+            return None;
+        }
         let pop = query.is_some_and(|q| q.split('&').any(|kv| kv == "scope=pop"));
         if path == self.path {
             return Some(OperatorPage::Stats { pop });
@@ -352,7 +365,7 @@ mod tests {
         vars.insert("HEDGE_STATS_TOKEN".into(), "short".into());
         let (params, errors) = parse_lenient(&vars).expect("runs on defaults");
         assert_eq!(params.budget.percent, defaults().budget.percent);
-        assert!(params.stats.token.is_none());
+        assert!(params.stats.tokens.is_empty());
         let mut keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
         keys.sort_unstable();
         assert_eq!(
@@ -618,6 +631,56 @@ mod tests {
                 set, base,
                 "{}: the declared default {:?} is not what an absent key gets",
                 key.name, key.default
+            );
+        }
+    }
+
+    #[test]
+    fn operator_pages_take_an_optional_host_and_one_or_two_tokens() {
+        let t1 = "first-token-0123456789";
+        let t2 = "second-token-0123456789";
+        let p = parse(&vars(&[
+            ORIGINS,
+            ("HEDGE_STATS_TOKEN", &format!("{t1} {t2}")),
+        ]))
+        .expect("two tokens");
+        let exposed: Vec<&str> = p.stats.tokens.iter().map(Secret::expose).collect();
+        assert_eq!(exposed, [t1, t2]);
+        assert_eq!(p.stats.host, None);
+        assert!(p
+            .stats
+            .page("api.example.com", "/__hedge/metrics", None)
+            .is_some());
+
+        let ops = parse(&vars(&[
+            ORIGINS,
+            ("HEDGE_STATS_TOKEN", t1),
+            ("HEDGE_STATS_PATH", "Ops.Example.com/__hedge/stats"),
+        ]))
+        .expect("a host and a path");
+        assert_eq!(ops.stats.host.as_deref(), Some("ops.example.com"));
+        assert_eq!(ops.stats.path, "/__hedge/stats");
+        let page = |host| ops.stats.page(host, "/__hedge/stats", None);
+        assert_eq!(
+            page("ops.example.com"),
+            Some(OperatorPage::Stats { pop: false })
+        );
+        assert_eq!(page("api.example.com"), None, "proxied on any other host");
+
+        for (key, value) in [
+            (
+                "HEDGE_STATS_TOKEN",
+                format!("{t1},{t2},third-token-0123456789"),
+            ),
+            ("HEDGE_STATS_TOKEN", format!("{t1} short")),
+            ("HEDGE_STATS_PATH", "https://ops.example.com/x".to_string()),
+            ("HEDGE_STATS_PATH", "ops.example.com".to_string()),
+        ] {
+            let errors = parse(&vars(&[ORIGINS, (key, &value)])).expect_err(&value);
+            assert_eq!(keys_of(&errors), [key], "{value}");
+            assert!(
+                errors.iter().all(|e| !e.reason.contains("token-0123")),
+                "no token echoed"
             );
         }
     }

@@ -328,26 +328,51 @@ fn probe_path(raw: &str) -> Result<String, String> {
 
 impl StatsParams {
     pub(super) fn read(r: &mut Reader<'_>) -> Self {
-        let path = |raw: &str| match raw.trim() {
-            p if p.starts_with('/') && !p.contains(['?', '#', ' ']) => Ok(p.to_string()),
-            _ => Err("must be a path starting with '/', without query or fragment".to_string()),
-        };
-        let token = match r.raw("HEDGE_STATS_TOKEN").map(str::trim) {
-            None | Some("") => None,
-            Some(t) if t.len() >= 16 => Some(Secret(t.to_string())),
-            Some(_) => {
-                // The value itself is never echoed in the error.
-                r.fail(
-                    "HEDGE_STATS_TOKEN",
-                    "must be at least 16 characters (a guessable token exposes origin names and traffic)",
-                );
-                None
+        let location = |raw: &str| {
+            let raw = raw.trim();
+            let (host, path) = match raw.find('/') {
+                Some(0) => (None, raw),
+                Some(i) => (Some(raw[..i].to_ascii_lowercase()), &raw[i..]),
+                None => (None, ""),
+            };
+            let host_ok = host.as_deref().is_none_or(|h| {
+                !h.is_empty()
+                    && h.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+            });
+            match path {
+                p if host_ok && p.starts_with('/') && !p.contains(['?', '#', ' ']) => {
+                    Ok((host, p.to_string()))
+                }
+                _ => Err("must be a path starting with '/', optionally after the one hostname the pages answer on (ops.example.com/__hedge/stats), without scheme, query or fragment".to_string()),
             }
         };
-        Self {
-            path: r.parsed("HEDGE_STATS_PATH", path, String::new()),
-            token,
-        }
+        let tokens: Vec<&str> = r
+            .raw("HEDGE_STATS_TOKEN")
+            .map(|t| {
+                t.split([' ', ',', '\t', '\n'])
+                    .filter(|t| !t.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        // The values themselves are never echoed in an error.
+        let tokens = if tokens.len() > 2 {
+            r.fail(
+                "HEDGE_STATS_TOKEN",
+                "holds one token, or two (separated by a space or a comma) while rotating",
+            );
+            Vec::new()
+        } else if tokens.iter().any(|t| t.len() < 16) {
+            r.fail(
+                "HEDGE_STATS_TOKEN",
+                "must be at least 16 characters (a guessable token exposes origin names and traffic)",
+            );
+            Vec::new()
+        } else {
+            tokens.into_iter().map(|t| Secret(t.to_string())).collect()
+        };
+        let (host, path) = r.parsed("HEDGE_STATS_PATH", location, (None, String::new()));
+        Self { path, host, tokens }
     }
 }
 

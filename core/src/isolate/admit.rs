@@ -4,7 +4,7 @@
 //! its body is handled and, when nothing has to be looked up first, its plan.
 
 use crate::cache::directives::Directives;
-use crate::cache::policy::{is_reserved_host, request_cacheable, CacheRequestFacts};
+use crate::cache::policy::{is_reserved_host, request_cacheable, url_host, CacheRequestFacts};
 use crate::config::OperatorPage;
 use crate::race::RacePlan;
 use crate::request::coalesce::Role;
@@ -133,6 +133,8 @@ impl Admission {
 /// The request's id, and its path and query: the facts every route needs.
 pub(super) struct Target<'a> {
     pub(super) request_id: String,
+    /// The host it names (lowercase, no port).
+    pub(super) host: String,
     pub(super) path: &'a str,
     pub(super) query: Option<&'a str>,
 }
@@ -159,6 +161,7 @@ pub(super) fn target<'a>(head: &RequestHead<'a>) -> Result<Target<'a>, Admit> {
     }
     Ok(Target {
         request_id,
+        host: url_host(head.url),
         path,
         query,
     })

@@ -170,6 +170,7 @@ pub(super) fn log_line(
     request: (&str, &TraceContext, &str),
     answered_by: &'static str,
     total_ms: f64,
+    version: &std::rc::Rc<str>,
     now_ms: f64,
 ) -> RequestLine {
     let (request_id, trace, method) = request;
@@ -191,5 +192,6 @@ pub(super) fn log_line(
             .map(|cause| cause.as_str()),
         hedge_skip: state.no_hedge.map(|reason| reason.as_str()),
         legs: leg_lines(params, state, now_ms),
+        version: std::rc::Rc::clone(version),
     }
 }

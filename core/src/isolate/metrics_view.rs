@@ -11,9 +11,13 @@ pub(super) fn metrics_text(isolate: &mut Isolate, format: Format, now_ms: f64) -
     x.family(
         "hedgehog_isolate",
         Kind::Info,
-        "The isolate these figures come from; its counters start at its start time.",
+        "The isolate these figures come from, and the Worker version it runs; its counters start at its start time.",
     );
-    x.sample("hedgehog_isolate_info", &[], 1.0);
+    x.sample(
+        "hedgehog_isolate_info",
+        &[("version", isolate.version())],
+        1.0,
+    );
     x.family(
         "hedgehog_isolate_start_time_seconds",
         Kind::Gauge,

@@ -101,6 +101,8 @@ pub struct Isolate {
     metrics_in_flight: Option<MetricCounts>,
     /// A random id and the start time (epoch ms), so a scraper can tell
     /// isolates apart and see their counters reset.
+    /// The Worker version (the deployment's version id), empty when unknown.
+    version: std::rc::Rc<str>,
     id: String,
     started_ms: f64,
     /// The last requests that ended in an error (the dashboard lists them).
@@ -149,6 +151,7 @@ impl Isolate {
             metrics_pushed: MetricCounts::default(),
             metrics_in_flight: None,
             id: format!("{seed:016x}"),
+            version: "".into(),
             started_ms: now_ms,
             recent_errors: std::collections::VecDeque::new(),
             errors_pushed_ms: f64::NEG_INFINITY,
@@ -172,7 +175,7 @@ impl Isolate {
         };
         let request_id = target.request_id;
         let p = Rc::clone(&self.params);
-        if let Some(page) = p.stats.page(target.path, target.query) {
+        if let Some(page) = p.stats.page(&target.host, target.path, target.query) {
             return Admit::Operator { page, request_id };
         }
         let policy = route_policy(&p.routes, target.path);
@@ -373,7 +376,15 @@ impl Isolate {
         let x_hedge = complete::x_hedge(state, rescue);
         let log = (self.params.log_level != LogLevel::Off || answer.analytics).then(|| {
             let request = (&*admission.request_id, &admission.trace, &*admission.method);
-            complete::log_line(&self.params, state, request, x_hedge, total_ms, now_ms)
+            complete::log_line(
+                &self.params,
+                state,
+                request,
+                x_hedge,
+                total_ms,
+                &self.version,
+                now_ms,
+            )
         });
         let push = self
             .hedger
@@ -407,6 +418,7 @@ impl Isolate {
         let quantile = self.params.delay.quantile;
         let mut push = (self.hedger.pop).take_push(now_ms, quantile, &self.origin_names);
         push.route_delays = route_delays;
+        push.worker_version = self.version.to_string();
         let delta = self.metrics.minus(&self.metrics_pushed);
         if !delta.is_empty() {
             push.metrics = Some(delta);
@@ -599,6 +611,18 @@ impl Isolate {
     /// The isolate-scope metrics at `now_ms`, as text in `format`.
     pub fn metrics_text(&mut self, format: Format, now_ms: f64) -> String {
         metrics_view::metrics_text(self, format, now_ms)
+    }
+
+    /// The Worker version this isolate runs (the deployment's version id,
+    /// from the runtime): in its log lines, its analytics rows, its info
+    /// metric and its pushes, so two versions live at once can be told apart.
+    pub fn set_version(&mut self, version: &str) {
+        self.version = version.into();
+    }
+
+    /// The Worker version, empty when unknown.
+    pub fn version(&self) -> &str {
+        &self.version
     }
 
     /// The keys that were invalid and run on their defaults

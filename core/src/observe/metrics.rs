@@ -122,7 +122,7 @@ pub struct RouteMetrics {
 
 impl RouteMetrics {
     /// Adds `other`'s counts into these.
-    fn add(&mut self, other: &RouteMetrics) {
+    pub(crate) fn add(&mut self, other: &RouteMetrics) {
         self.requests = self.requests.saturating_add(other.requests);
         self.client_errors = self.client_errors.saturating_add(other.client_errors);
         for (m, o) in (self.hedges.iter_mut().flatten()).zip(other.hedges.iter().flatten()) {

@@ -94,6 +94,18 @@ pub struct RequestLine {
     pub hedge_skip: Option<&'static str>,
     /// Each leg that ran.
     pub legs: Vec<LegLine>,
+    /// The Worker version that served it (the deployment's version id;
+    /// empty, and left out, when the runtime gives none).
+    #[serde(skip_serializing_if = "no_version", serialize_with = "version_text")]
+    pub version: std::rc::Rc<str>,
+}
+
+fn no_version(version: &std::rc::Rc<str>) -> bool {
+    version.is_empty()
+}
+
+fn version_text<S: serde::Serializer>(version: &std::rc::Rc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(version)
 }
 
 impl RequestLine {
@@ -133,6 +145,7 @@ mod tests {
             hedge_cause: Some("delay"),
             hedge_skip: None,
             legs: vec![],
+            version: "".into(),
         };
         let text = line.to_json();
         assert!(!text.contains('\n'));

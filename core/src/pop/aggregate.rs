@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::estimation::sketch::{BucketCounts, LatencySketch};
 use crate::estimation::window::{SlidingWindow, WindowParams, WindowSlot, WindowedSketch};
 use crate::observe::exposition::{write_counts, write_route_delays, Exposition, Format, Kind};
-use crate::observe::metrics::MetricCounts;
+use crate::observe::metrics::{MetricCounts, RouteMetrics};
 use crate::observe::route_labels::RouteLabels;
 use crate::pop::probes::{ProbeBook, ProbeParams, ProbeResult};
 use crate::pop::push::{
@@ -132,7 +132,15 @@ pub struct PopAggregate {
     /// Which routes have a label of their own in the PoP's metrics (in
     /// memory: after a restart every stored label starts as just used).
     route_labels: RouteLabels,
+    /// Per Worker version, every route's counts summed, with when it last
+    /// pushed: a rollout's versions side by side. In memory only (an
+    /// evicted aggregator starts them again); at most [`MAX_VERSIONS`].
+    versions: BTreeMap<String, (RouteMetrics, f64)>,
 }
+
+/// Versions the aggregator keeps apart (two live in a gradual deployment;
+/// the least recently heard of goes first).
+const MAX_VERSIONS: usize = 4;
 
 /// Most route policies whose PoP share is kept.
 const MAX_ROUTE_SHARES: usize = 64;
@@ -163,6 +171,7 @@ impl PopAggregate {
             route_delays: BTreeMap::new(),
             errors: VecDeque::new(),
             route_labels: RouteLabels::new([]),
+            versions: BTreeMap::new(),
         }
     }
 
@@ -253,6 +262,7 @@ impl PopAggregate {
         self.counters.push_bytes += bytes as u64;
         if let Some(metrics) = &push.metrics {
             (self.counters.metrics).merge(metrics, &mut self.route_labels, now_ms);
+            self.count_version(&push.worker_version, metrics, now_ms);
         }
         let pair = Pair(push.eligible, push.hedges);
         self.counters.hedges.update(now_ms, |p| p.add(&pair));
@@ -448,6 +458,26 @@ impl PopAggregate {
         Ok(())
     }
 
+    /// Adds a push's counts to its Worker version's.
+    fn count_version(&mut self, version: &str, metrics: &MetricCounts, now_ms: f64) {
+        if version.is_empty() {
+            return;
+        }
+        if !self.versions.contains_key(version) && self.versions.len() >= MAX_VERSIONS {
+            let oldest = (self.versions.iter())
+                .min_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
+                .map(|(v, _)| v.clone());
+            if let Some(oldest) = oldest {
+                self.versions.remove(&oldest);
+            }
+        }
+        let (sum, seen_ms) = self.versions.entry(version.to_string()).or_default();
+        for route in metrics.routes.values() {
+            sum.add(route);
+        }
+        *seen_ms = now_ms;
+    }
+
     /// The PoP-scope metrics at `now_ms`: every isolate's pushed counters
     /// summed, and the PoP's own gauges (`budget_ratio`: the configured budget).
     pub fn metrics_text(
@@ -459,6 +489,7 @@ impl PopAggregate {
     ) -> String {
         let mut x = Exposition::new(format, &[("pop", pop)]);
         write_counts(&mut x, &self.counters.metrics);
+        write_versions(&mut x, &self.versions);
         x.family("hedgehog_hedge_budget_ratio", Kind::Gauge, "The configured hedge budget: hedges allowed per eligible request (HEDGE_BUDGET_PERCENT / 100).");
         x.sample("hedgehog_hedge_budget_ratio", &[], budget_ratio);
         x.family("hedgehog_pop_hedge_ratio", Kind::Gauge, "Hedges per hedge-eligible request over the PoP's window (the budget holds this under HEDGE_BUDGET_PERCENT / 100).");
@@ -571,6 +602,61 @@ impl PopAggregate {
     }
 }
 
+/// The counts of each Worker version that pushed, for comparing a rollout's
+/// versions (the dashboard's version table reads them).
+fn write_versions(x: &mut Exposition, versions: &BTreeMap<String, (RouteMetrics, f64)>) {
+    if versions.is_empty() {
+        return;
+    }
+    x.family("hedgehog_version_requests", Kind::Counter, "Requests that ran a race, by Worker version (the deployment's version id), since the aggregator started.");
+    for (version, (m, _)) in versions {
+        x.sample(
+            "hedgehog_version_requests_total",
+            &[("version", version)],
+            m.requests as f64,
+        );
+    }
+    x.family(
+        "hedgehog_version_client_errors",
+        Kind::Counter,
+        "Requests answered with a 5xx or without any origin answer, by Worker version.",
+    );
+    for (version, (m, _)) in versions {
+        let labels = [("version", version.as_str())];
+        x.sample(
+            "hedgehog_version_client_errors_total",
+            &labels,
+            m.client_errors as f64,
+        );
+    }
+    x.family(
+        "hedgehog_version_hedges",
+        Kind::Counter,
+        "Hedges sent, by Worker version and outcome (won, lost).",
+    );
+    for (version, (m, _)) in versions {
+        for (i, outcome) in ["won", "lost"].iter().enumerate() {
+            let n: u64 = m.hedges.iter().map(|by_outcome| by_outcome[i]).sum();
+            let labels = [("version", version.as_str()), ("outcome", outcome)];
+            x.sample("hedgehog_version_hedges_total", &labels, n as f64);
+        }
+    }
+    x.family(
+        "hedgehog_version_request_duration_seconds",
+        Kind::Histogram,
+        "Latency as clients saw it, by Worker version.",
+    );
+    for (version, (m, _)) in versions {
+        let labels = [("version", version.as_str())];
+        x.histogram(
+            "hedgehog_version_request_duration_seconds",
+            &labels,
+            &m.duration.counts,
+            m.duration.sum_s,
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -608,6 +694,7 @@ mod tests {
             route_delays: Vec::new(),
             errors: Vec::new(),
             route_budgets: Vec::new(),
+            worker_version: String::new(),
         }
     }
 

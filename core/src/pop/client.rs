@@ -220,6 +220,7 @@ impl PopClient {
             keys,
             origins,
             metrics: None,
+            worker_version: String::new(),
             route_delays: Vec::new(),
             errors: Vec::new(),
             route_budgets: std::mem::take(&mut self.route_counts)

@@ -91,6 +91,10 @@ pub struct Push {
     /// aggregator (summed there for the PoP-scope metrics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<MetricCounts>,
+    /// The Worker version the isolate runs (its deployment's version id),
+    /// so the PoP can split its counts by version during a rollout.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub worker_version: String,
 }
 
 /// Most errors one push reports.
@@ -427,6 +431,7 @@ mod tests {
             route_delays: Vec::new(),
             errors: Vec::new(),
             route_budgets: Vec::new(),
+            worker_version: String::new(),
         }
     }
 

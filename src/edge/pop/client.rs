@@ -6,6 +6,7 @@
 //! and runs in the background with its own timeout. Failures are logged,
 //! counted and back off (see [`hedgehog_core::pop::client`]).
 
+use std::rc::Rc;
 use std::time::Duration;
 
 use futures::future::{select, Either};
@@ -17,6 +18,7 @@ use worker::{
 };
 
 use crate::edge::clock::now_ms;
+use crate::edge::connections::Connections;
 use crate::edge::env_vars::POP_BINDING;
 use crate::edge::isolate::{self, Shared};
 use crate::edge::pop::aggregate::POP_NAME_HEADER;
@@ -29,6 +31,7 @@ pub(crate) fn push(
     env: &Env,
     req: &web_sys::Request,
     shared: &Shared,
+    connections: &Rc<Connections>,
     body: Vec<u8>,
 ) {
     let Ok(namespace) = env.durable_object(POP_BINDING) else {
@@ -40,9 +43,12 @@ pub(crate) fn push(
         let name = colo(req).unwrap_or_else(|| pop.fallback_name.clone());
         (name, pop.timeout_ms)
     };
+    let connections = Rc::clone(connections);
     ctx.wait_until(async move {
         let bytes = body.len();
+        let slot = connections.take().await;
         let outcome = send(&namespace, &name, body, timeout_ms).await;
+        drop(slot);
         let now = now_ms();
         match outcome {
             Ok(reply) => {
