@@ -5,6 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { gzipSync } from "node:zlib";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -70,4 +71,13 @@ test("the defaults the README's prose states are the declared ones", () => {
   assert.equal(Number(cut[1]) / 100, Number(declaredDefault("HEDGE_5XX_REDUCE_RATE")));
   assert.equal(cut[2], declaredDefault("HEDGE_5XX_REDUCED_BUDGET_PERCENT"));
   assert.equal(Number(cut[3]) / 100, Number(declaredDefault("HEDGE_5XX_STOP_RATE")));
+});
+
+test("the wasm size docs/cost.md states is within 10% of the build's", () => {
+  const cost = readFileSync(path.join(root, "docs/cost.md"), "utf8");
+  const m = cost.match(/<!-- wasm-gzipped -->([\d,]+)<!-- \/wasm-gzipped -->/);
+  assert.ok(m, "docs/cost.md states the shipped wasm size");
+  const stated = Number(m[1].replaceAll(",", ""));
+  const built = gzipSync(readFileSync(path.join(root, "build/index_bg.wasm")), { level: 9 }).length;
+  assert.ok(Math.abs(built - stated) <= 0.1 * stated, `docs/cost.md says ${stated} bytes gzipped; the build is ${built}`);
 });
