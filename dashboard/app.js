@@ -12,7 +12,13 @@ const base = location.pathname.replace(/\/dashboard$/, "");
 const $ = (id) => document.getElementById(id);
 
 let token = sessionStorage.getItem("hedgehog-token") || "";
-let previous = null;
+// Earlier scrapes, newest last. Rates are taken against the newest scrape
+// at least WINDOW_S old: isolates push their counters to the PoP every few
+// seconds (HEDGE_POP_PUSH_INTERVAL_MS, 5 s by default), so between two 3 s
+// refreshes the PoP's counters move in steps and a per-refresh rate would
+// swing between nothing and double.
+const WINDOW_S = 12;
+const scrapes = [];
 const history = { t: [], rps: [], hedgeShare: [], budget: [], winShare: [], p50: [], p99: [], legP50: [], legP99: [] };
 const charts = {};
 
@@ -100,6 +106,7 @@ async function refresh() {
   $("total-errors").textContent = String(errors);
   const budget = 100 * (sum(own, "hedgehog_hedge_budget_ratio") || 0);
   $("budget").textContent = fmt(budget, 0);
+  const previous = [...scrapes].reverse().find((x) => now - x.t >= WINDOW_S) ?? scrapes[0];
   if (previous) {
     const dt = Math.max(now - previous.t, 1e-3);
     const dReq = requests - previous.requests;
@@ -128,7 +135,8 @@ async function refresh() {
   $("routes-scope").textContent = popRoutes ? "the PoP: what its isolates last reported" : "the isolate that answered";
   renderErrors(errorStats);
   $("errors-scope").textContent = scope === "pop" ? "the PoP" : "the isolate that answered";
-  previous = { t: now, requests, hedges, won, m };
+  scrapes.push({ t: now, requests, hedges, won, m });
+  while (scrapes.length > 1 && now - scrapes[1].t >= WINDOW_S) scrapes.shift();
   $("updated").textContent = new Date().toLocaleTimeString();
   $("updated").dataset.refreshes = String(Number($("updated").dataset.refreshes || 0) + 1);
 }
