@@ -36,13 +36,7 @@ for (const when of ["now", "later"]) {
       },
       { ...popAggregator(), scriptPath },
     );
-    let pop = { samples: 0 };
-    for (let i = 0; i < 200 && pop.samples < 40; i++) {
-      const res = await w.fetch(`/api/item/${i}`);
-      assert.equal(res.status, 200);
-      await res.arrayBuffer();
-      if (i % 10 === 9) pop = await w.popStats();
-    }
+    const pop = await w.fillPop(40);
     assert.ok(pop.samples >= 40, `the aggregator holds ${pop.samples} samples`);
     // Requests this isolate has counted (its route stats).
     const counted = async () => {

@@ -44,13 +44,7 @@ test("a fresh isolate hedges on the PoP delay from the aggregator, which survive
 
   // First runtime: traffic until the aggregator holds enough samples.
   const first = await startWorker(vars, popAggregator({ persistDir }));
-  let stats = { samples: 0 };
-  for (let i = 0; i < 200 && stats.samples < 40; i++) {
-    const res = await first.fetch(`/api/item/${i}`);
-    assert.equal(res.status, 200);
-    await res.arrayBuffer();
-    if (i % 10 === 9) stats = await first.popStats();
-  }
+  const stats = await first.fillPop(40);
   assert.ok(stats.samples >= 40, `aggregator holds ${stats.samples} samples`);
   await first.dispose();
 

@@ -52,7 +52,7 @@ fn default_cache() -> Option<web_sys::Cache> {
 async fn match_key(
     cache: &web_sys::Cache,
     key: &str,
-    connections: &Connections,
+    connections: &Rc<Connections>,
 ) -> Option<web_sys::Response> {
     let _slot = connections.take().await;
     match JsFuture::from(cache.match_with_str(key)).await {
@@ -115,7 +115,7 @@ pub(crate) struct Lookup {
 pub(crate) async fn lookup(
     url: &str,
     request_headers: &web_sys::Headers,
-    connections: &Connections,
+    connections: &Rc<Connections>,
 ) -> Lookup {
     let Some(cache) = default_cache() else {
         return Lookup::default();
@@ -164,7 +164,7 @@ pub(crate) async fn lookup(
 
 /// Deletes the entry under `url` (the response itself, or the marker of its
 /// variants, which leaves every variant unreachable).
-pub(crate) async fn delete(url: &str, connections: &Connections) {
+pub(crate) async fn delete(url: &str, connections: &Rc<Connections>) {
     if let Some(cache) = default_cache() {
         let _slot = connections.take().await;
         if let Err(e) = JsFuture::from(cache.delete_with_str(url)).await {
@@ -181,7 +181,7 @@ pub(crate) async fn invalidate(
     isolate: &Shared,
     url: &str,
     response: &web_sys::Response,
-    connections: &Connections,
+    connections: &Rc<Connections>,
 ) -> worker::Result<()> {
     let mut targets = vec![url.to_string()];
     for name in ["location", "content-location"] {

@@ -38,7 +38,6 @@ pub(crate) struct Connections {
     waiting: Cell<u32>,
     peak: Cell<u32>,
     queue: RefCell<VecDeque<oneshot::Sender<Slot>>>,
-    this: RefCell<std::rc::Weak<Connections>>,
 }
 
 /// One subrequest's place among the six; given back when dropped.
@@ -51,9 +50,7 @@ pub(crate) struct Slot {
 impl Connections {
     /// A counter for a new invocation.
     pub(crate) fn new() -> Rc<Self> {
-        let connections = Rc::new(Self::default());
-        *connections.this.borrow_mut() = Rc::downgrade(&connections);
-        connections
+        Rc::new(Self::default())
     }
 
     /// The largest number of subrequests that waited for headers at once.
@@ -63,19 +60,20 @@ impl Connections {
     }
 
     /// A slot now, if one is free (and nobody queues for one).
-    pub(crate) fn try_take(&self) -> Option<Slot> {
+    pub(crate) fn try_take(self: &Rc<Self>) -> Option<Slot> {
         if self.waiting.get() >= LIMIT || !self.queue.borrow().is_empty() {
             return None;
         }
-        let owner = self.this.borrow().upgrade()?;
         self.waiting.set(self.waiting.get() + 1);
         self.peak.set(self.peak.get().max(self.waiting.get()));
         ISOLATE_PEAK.with(|p| p.set(p.get().max(self.peak.get())));
-        Some(Slot { owner: Some(owner) })
+        Some(Slot {
+            owner: Some(Rc::clone(self)),
+        })
     }
 
     /// A slot, waiting in line for one when six are taken.
-    pub(crate) async fn take(&self) -> Slot {
+    pub(crate) async fn take(self: &Rc<Self>) -> Slot {
         if let Some(slot) = self.try_take() {
             return slot;
         }

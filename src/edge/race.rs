@@ -5,6 +5,7 @@
 //! over (one call per event), sending the hedge or aborting every leg but
 //! the winner, through its own `AbortController`, when told to.
 
+use std::rc::Rc;
 use std::time::Duration;
 
 use futures::future::{Fuse, FutureExt, LocalBoxFuture};
@@ -157,7 +158,7 @@ pub(crate) async fn run(
     target: &Target<'_>,
     outbound: &mut OutboundRequest,
     client: &web_sys::AbortSignal,
-    connections: &Connections,
+    connections: &Rc<Connections>,
 ) -> worker::Result<RaceReport> {
     let delay_ms = plan.first_timer_ms();
     // The primary waits its turn for a connection (before the race's clock
@@ -267,7 +268,7 @@ struct Io<'a, U: Fn(usize) -> String> {
     legs: &'a mut [LegIo; 2],
     outbound: &'a mut OutboundRequest,
     url: &'a U,
-    connections: &'a Connections,
+    connections: &'a Rc<Connections>,
 }
 
 impl<U: Fn(usize) -> String> RaceIo for Io<'_, U> {

@@ -52,13 +52,30 @@ export async function wrap(mf) {
     url: url.toString().replace(/\/$/, ""),
     fetch: (pathAndQuery, init) => mf.dispatchFetch(`http://edge.test${pathAndQuery}`, init),
     dispose: () => mf.dispose(),
-    /** The PoP aggregator's stats for `name` (needs the popAggregator options). */
-    popStats: async (name = "TST") => {
-      const ns = await mf.getDurableObjectNamespace("POP_AGGREGATOR");
-      const res = await ns.get(ns.idFromName(name)).fetch("http://pop/stats");
-      return res.json();
+    /**
+     * Sends requests (`/api/item/N`, each answered 200, or it throws) until
+     * the aggregator holds `samples` latency samples or 200 went out; its
+     * stats then (needs the popAggregator options).
+     */
+    fillPop: async (samples = 40) => {
+      let stats = { samples: 0 };
+      for (let i = 0; i < 200 && stats.samples < samples; i++) {
+        const res = await mf.dispatchFetch(`http://edge.test/api/item/${i}`);
+        if (res.status !== 200) throw new Error(`/api/item/${i} answered ${res.status}`);
+        await res.arrayBuffer();
+        if (i % 10 === 9) stats = await popStatsOf(mf, "TST");
+      }
+      return stats;
     },
+    /** The PoP aggregator's stats for `name` (needs the popAggregator options). */
+    popStats: (name = "TST") => popStatsOf(mf, name),
   };
+}
+
+async function popStatsOf(mf, name) {
+  const ns = await mf.getDurableObjectNamespace("POP_AGGREGATOR");
+  const res = await ns.get(ns.idFromName(name)).fetch("http://pop/stats");
+  return res.json();
 }
 
 export function origins(...list) {
