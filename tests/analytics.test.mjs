@@ -4,42 +4,18 @@
 // indexN a query names is checked against the points written.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Miniflare } from "./support/miniflare.mjs";
 import { origins, workerOptions } from "./support/worker.mjs";
 import { origin } from "./support/harness.mjs";
 import { captureLogs } from "./support/logs.mjs";
+import { captureEntry } from "./support/analytics-capture.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const doc = readFileSync(path.join(root, "docs/analytics.md"), "utf8");
 const queries = [...doc.matchAll(/```sql\n-- query: ([\w-]+)\n([\s\S]*?)```/g)].map((m) => ({ name: m[1], sql: m[2] }));
-
-// A stand-in dataset that logs each point, given to the built Worker by a
-// test entry module around it (workers-rs takes any object as the dataset;
-// Miniflare 5 has no way to bind a plain object, and an RPC service's
-// method is not called synchronously as the platform's dataset is).
-const CAPTURE_ENTRY = `import Edge from "./index.js";
-export * from "./index.js";
-const dataset = { writeDataPoint(point) { console.log("AEPOINT " + JSON.stringify(point)); } };
-export default class extends Edge {
-  constructor(ctx, env) { super(ctx, { ...env, ANALYTICS: dataset }); }
-}`;
-
-/** The built Worker's modules behind the capturing entry. */
-function captureEntry() {
-  const dir = path.dirname(workerOptions({}).scriptPath);
-  const files = readdirSync(dir).filter((f) => /\.(js|wasm)$/.test(f));
-  return {
-    scriptPath: undefined,
-    modulesRoot: dir,
-    modules: [
-      { type: "ESModule", path: path.join(dir, "capture-entry.mjs"), contents: CAPTURE_ENTRY },
-      ...files.map((f) => ({ type: f.endsWith(".wasm") ? "CompiledWasm" : "ESModule", path: path.join(dir, f) })),
-    ],
-  };
-}
 
 test("every column the documented queries read is written, with its documented meaning", async () => {
   assert.ok(queries.length >= 4, `queries found: ${queries.map((q) => q.name)}`);
@@ -59,6 +35,8 @@ test("every column the documented queries read is written, with its documented m
           HEDGE_BUDGET_FLOOR_PER_SEC: "1000",
           HEDGE_PRIMARY: "ordered",
           HEDGE_CACHE: "false",
+          // Every request in the sample (weight 1), to read every column.
+          HEDGE_ANALYTICS_SAMPLE_PERCENT: "100",
           CF_VERSION_METADATA: { id: "5e0c9d1a-version", tag: "", timestamp: "" },
         }),
         name: "edge",
@@ -104,7 +82,43 @@ test("every column the documented queries read is written, with its documented m
   assert.equal(column(hedged, "double2"), 50, "double2: the hedge delay, ms");
   assert.equal(column(hedged, "double3"), 200);
   assert.equal(column(hedged, "double4"), 1);
+  assert.ok(points.every((p) => column(p, "double5") === 1), "double5: each row stands for one request at 100%");
   const plain = points.filter((p) => column(p, "blob3") === "none");
   assert.equal(plain.length, 3);
   assert.ok(plain.every((p) => column(p, "double4") === 0 && column(p, "blob1") === "a"), JSON.stringify(plain));
+});
+
+test("by default one successful request in 100 is written, weighted 100, and every 5xx, weighted 1", async () => {
+  // Every 10th request is for a path the origin always answers 503 (a
+  // retry gets the same; the origin's own answer goes to the client).
+  const a = await origin("a", (req) => (req.url.includes("/fail") ? { status: 503, delayMs: 1 } : { delayMs: 1 }));
+  const logs = captureLogs();
+  const mf = new Miniflare({
+    handleRuntimeStdio: logs.handleRuntimeStdio,
+    workers: [{ ...workerOptions({ HEDGE_ORIGINS: JSON.stringify(origins(a)), HEDGE_CACHE: "false", HEDGE_LOG_LEVEL: "off" }), name: "edge", ...captureEntry() }],
+  });
+  const statuses = {};
+  let points;
+  try {
+    await mf.ready;
+    const edge = await mf.getWorker("edge");
+    for (let i = 0; i < 400; i++) {
+      const res = await edge.fetch(i % 10 === 9 ? `http://edge.test/api/fail-${i}` : `http://edge.test/api/${i}`);
+      await res.arrayBuffer();
+      statuses[res.status] = (statuses[res.status] ?? 0) + 1;
+    }
+    const written = () => logs.lines.filter((l) => l.includes("AEPOINT ")).map((l) => JSON.parse(l.slice(l.indexOf("AEPOINT ") + 8)));
+    await logs.until(() => written().filter((p) => p.doubles[2] === 503).length >= statuses[503]);
+    points = written();
+  } finally {
+    await mf.dispose();
+  }
+  assert.deepEqual(statuses, { 200: 360, 503: 40 });
+  const errors = points.filter((p) => p.doubles[2] === 503);
+  const ok = points.filter((p) => p.doubles[2] === 200);
+  assert.equal(errors.length, 40, "every 5xx is written");
+  assert.ok(errors.every((p) => p.doubles[4] === 1));
+  // 360 draws at 1%: 3.6 expected; 25 or more has odds below 1e-12.
+  assert.ok(ok.length < 25, `${ok.length} of 360 successful requests written`);
+  assert.ok(ok.every((p) => p.doubles[4] === 100), JSON.stringify(ok.map((p) => p.doubles)));
 });

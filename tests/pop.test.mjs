@@ -189,3 +189,41 @@ for (const className of ["Throws", "Hangs"]) {
     }
   });
 }
+
+test("the aggregator sheds pushes past its capacity, unread and cheaply, and writes storage once a minute, not per push", async () => {
+  const { startGated } = await import("../lab/pop-capacity.mjs");
+  const a = await origin("a", () => ({ delayMs: 5 }));
+  const b = await origin("b", () => ({ delayMs: 5 }));
+  const w = await startGated({ HEDGE_ORIGINS: origins(a, b), ...VARS, HEDGE_POP_PUSH_EVERY_REQUESTS: "5" });
+  try {
+    // Real pushes from the Worker, kept by the gate.
+    for (let i = 0; i < 40; i++) await (await fetch(`${w.url}/api/item/${i}`)).arrayBuffer();
+    const { bodies } = await w.gate("/captured");
+    const full = bodies.filter((x) => x.includes('"buckets":[['));
+    assert.ok(full.length > 0, `${bodies.length} pushes captured`);
+    const stats = async (name) => {
+      const ns = await w.mf.getDurableObjectNamespace("LAB_REAL_AGGREGATOR", "hedgehog");
+      return (await ns.get(ns.idFromName(name)).fetch("http://pop/stats")).json();
+    };
+
+    // 300 pushes at 100/s: each applied, storage written for the first 20
+    // and then not again within the minute.
+    const paced = await w.gate("/drive", { target: "real", name: "PACED", bodies: full, rate: 100, seconds: 3 });
+    assert.deepEqual(paced.statuses, { 200: 300 });
+    const p = await stats("PACED");
+    assert.equal(p.pushes, 300);
+    assert.ok(p.rows_written <= 20 * (p.keys + 1), `${p.rows_written} rows for ${p.keys} keys`);
+
+    // 4,000 at once: far past 800 a second. The excess is shed with 503
+    // "shed" and changes nothing; what was taken was applied.
+    const burst = await w.gate("/drive", { target: "real", name: "BURST", bodies: full, rate: 1e6, seconds: 0.004 });
+    assert.equal(burst.sent, 4000);
+    assert.equal(burst.errors, 0, JSON.stringify(burst.statuses));
+    assert.ok(burst.shed >= 1000, `shed ${burst.shed} of 4000`);
+    const s = await stats("BURST");
+    assert.equal(s.pushes, 4000 - burst.shed);
+    assert.equal(s.pushes_shed, burst.shed);
+  } finally {
+    await w.dispose();
+  }
+});

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use hedgehog_core::pop::upkeep::SHED_ABOVE_PUSHES_PER_S;
 use hedgehog_core::sim::{
     markdown_table, oracle_bound, run, scenario, summary_table, Configuration, IsolateCpu, Row,
     SimParams, SummaryLine, Timeline, SCENARIO_NAMES,
@@ -163,6 +164,7 @@ fn main() {
             seed: number("--seed", "1") as u64,
             worker_overhead_ms: number("--worker-overhead-ms", overhead_default),
             aggregator_rtt_ms: flag("--pop").then(|| number("--pop-rtt-ms", "5")),
+            aggregator_capacity_per_s: SHED_ABOVE_PUSHES_PER_S,
             routes: number("--routes", "1") as usize,
         };
         eprintln!(

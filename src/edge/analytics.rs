@@ -1,10 +1,12 @@
-//! Workers Analytics Engine data points, one per proxied request, when the
-//! optional `ANALYTICS` binding is configured (nothing is written, and
-//! nothing breaks, without it).
+//! Workers Analytics Engine data points for a sample of proxied requests
+//! (`HEDGE_ANALYTICS_SAMPLE_PERCENT`, every 5xx), when the optional
+//! `ANALYTICS` binding is configured (nothing is written, and nothing breaks,
+//! without it).
 //!
 //! Index: route key. Blobs: origin that answered, route key, what answered
 //! (`primary`, `hedge`, `none`, ...), delay basis, Worker version id.
-//! Doubles: total ms, hedge delay ms (-1 without one), status, hedge sent (0/1).
+//! Doubles: total ms, hedge delay ms (-1 without one), status, hedge sent
+//! (0/1), weight (the requests the row stands for).
 
 use worker::{console_warn, AnalyticsEngineDataPointBuilder, AnalyticsEngineDataset, Env};
 
@@ -19,7 +21,7 @@ pub(crate) fn dataset(env: &Env) -> Option<AnalyticsEngineDataset> {
 }
 
 /// Writes one data point for a finished request.
-pub(crate) fn write(dataset: &AnalyticsEngineDataset, line: &RequestLine) {
+pub(crate) fn write(dataset: &AnalyticsEngineDataset, line: &RequestLine, weight: f64) {
     // `answered_by` is the x-hedge value: the hedge's answer for "hedge";
     // the primary's for "none" and "primary"; for "failed", the first leg
     // whose origin answered at all (its answer went to the client).
@@ -43,6 +45,7 @@ pub(crate) fn write(dataset: &AnalyticsEngineDataset, line: &RequestLine) {
             line.hedge_delay_ms.unwrap_or(-1.0),
             f64::from(line.status),
             f64::from(u8::from(line.hedge_sent)),
+            weight,
         ]);
     if let Err(e) = point.write_to(dataset) {
         console_warn!("hedgehog-edge: analytics data point not written: {e}");

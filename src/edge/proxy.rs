@@ -313,7 +313,13 @@ async fn finish(
         _ => reply::race_response(isolate, report, &admission.request_id, &done, timing),
     };
     if let (Some(line), Ok(response)) = (done.log, &response) {
-        request_log::finish(line, response.status(), done.log_level, dataset.as_ref());
+        request_log::finish(
+            line,
+            response.status(),
+            done.log_level,
+            dataset.as_ref(),
+            done.analytics_sample_percent,
+        );
     }
     if let Some(body) = done.push {
         pop::client::push(ctx, env, client.req, isolate, client.connections, body);

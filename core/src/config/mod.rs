@@ -85,6 +85,8 @@ pub struct Params {
     pub stats: StatsParams,
     /// Which requests get a JSON log line.
     pub log_level: LogLevel,
+    /// Percent of successful requests written to Analytics Engine.
+    pub analytics_sample_percent: f64,
     /// Per-route policies (`HEDGE_ROUTES`), with each one's eligibility
     /// rules when it sets its own methods.
     pub routes: Vec<RoutePolicy>,
@@ -285,6 +287,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
     let pop = PopConfig::read(&mut r, estimator.window);
     let stats = StatsParams::read(&mut r);
     let log_level = parts::log_level(&mut r);
+    let analytics_sample_percent = r.number("HEDGE_ANALYTICS_SAMPLE_PERCENT");
     let same_origin_hedge = r.boolean("HEDGE_SAME_ORIGIN_HEDGE");
     let cache = r.boolean("HEDGE_CACHE");
     let coalesce = CoalesceParams::read(&mut r, cache);
@@ -322,6 +325,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
         pop,
         stats,
         log_level,
+        analytics_sample_percent,
         guards,
         routes,
         route_eligibility,

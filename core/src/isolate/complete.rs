@@ -48,6 +48,8 @@ pub struct Completion {
     pub push: Option<Vec<u8>>,
     /// Which lines are logged (by the final status).
     pub log_level: LogLevel,
+    /// Percent of successful requests written to Analytics Engine.
+    pub analytics_sample_percent: f64,
     /// The race's timeout, for the 504's message.
     pub timeout_ms: f64,
     /// How long the answer's body may stay silent (`HEDGE_BODY_IDLE_TIMEOUT_MS`).

@@ -18,7 +18,7 @@ mod complete;
 mod metrics_view;
 mod stats;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 pub use admit::{Admission, Admit, BodyPlan, RequestHead};
@@ -110,7 +110,16 @@ pub struct Isolate {
     /// The newest error the aggregator has taken, and the newest in the push in flight.
     errors_pushed_ms: f64,
     errors_in_flight_ms: Option<f64>,
+    /// The delay last pushed per (origin, route): (ms, basis, when). A
+    /// report goes again only when it moved (a third of a push's bytes were
+    /// unchanged reports); bounded by the route stats' keys.
+    delays_pushed: HashMap<(String, String), (f64, String, f64)>,
 }
+
+/// A delay report is pushed again when it moved by this share...
+const DELAY_REPORT_CHANGE: f64 = 0.05;
+/// ...or is this old (the aggregator shows reports younger than its window).
+const DELAY_REPORT_REFRESH_MS: f64 = 60_000.0;
 
 /// Most recent errors kept.
 const RECENT_ERRORS: usize = 20;
@@ -156,6 +165,7 @@ impl Isolate {
             recent_errors: std::collections::VecDeque::new(),
             errors_pushed_ms: f64::NEG_INFINITY,
             errors_in_flight_ms: None,
+            delays_pushed: HashMap::new(),
             hedger,
             params,
         }
@@ -393,6 +403,7 @@ impl Isolate {
             .then(|| self.take_push(now_ms));
         Completion {
             log_level: self.params.log_level,
+            analytics_sample_percent: self.params.analytics_sample_percent,
             timeout_ms: state.plan.timeout_ms,
             body_idle_timeout_ms: self.params.body_idle_timeout_ms,
             rescue,
@@ -414,7 +425,8 @@ impl Isolate {
     /// since the last accepted push, each busy route's delay now and the
     /// errors since the last accepted push.
     fn take_push(&mut self, now_ms: f64) -> Vec<u8> {
-        let route_delays = self.route_delay_reports(now_ms);
+        let reports = self.route_delay_reports(now_ms);
+        let route_delays = self.delay_reports_to_push(reports, now_ms);
         let quantile = self.params.delay.quantile;
         let mut push = (self.hedger.pop).take_push(now_ms, quantile, &self.origin_names);
         push.route_delays = route_delays;
@@ -461,6 +473,30 @@ impl Isolate {
             });
         }
         reports
+    }
+
+    /// Of `reports`, those that moved since they were last pushed (or were
+    /// pushed over [`DELAY_REPORT_REFRESH_MS`] ago).
+    fn delay_reports_to_push(
+        &mut self,
+        reports: Vec<RouteDelayReport>,
+        now_ms: f64,
+    ) -> Vec<RouteDelayReport> {
+        let pushed = &mut self.delays_pushed;
+        pushed.retain(|_, (_, _, at_ms)| now_ms - *at_ms < DELAY_REPORT_REFRESH_MS);
+        reports
+            .into_iter()
+            .filter(|r| {
+                let key = (r.origin.clone(), r.route.clone());
+                let unchanged = pushed.get(&key).is_some_and(|(ms, basis, _)| {
+                    *basis == r.basis && (r.delay_ms - ms).abs() <= DELAY_REPORT_CHANGE * ms
+                });
+                if !unchanged {
+                    pushed.insert(key, (r.delay_ms, r.basis.clone(), now_ms));
+                }
+                !unchanged
+            })
+            .collect()
     }
 
     fn note_error(&mut self, state: &RaceState, status: Option<u16>, now_ms: f64) {

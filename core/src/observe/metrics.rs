@@ -166,10 +166,38 @@ pub struct MetricCounts {
 /// numbers in a fixed order (see `route_numbers` / `origin_numbers`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct MetricsWire {
-    routes: Vec<(String, Vec<f64>)>,
-    origins: Vec<(String, Vec<f64>)>,
+    routes: Vec<(String, Vec<WireNumber>)>,
+    origins: Vec<(String, Vec<WireNumber>)>,
     skips: Vec<(String, u64)>,
     third_attempts: u64,
+}
+
+/// A number on the wire: whole numbers without a fraction (`51`, not
+/// `51.0`) and seconds to the microsecond (`2.94`, not
+/// `2.9399999999999995`): a push's metrics were a third of its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(transparent)]
+pub struct WireNumber(f64);
+
+impl From<f64> for WireNumber {
+    fn from(x: f64) -> Self {
+        WireNumber(if x.is_finite() {
+            (x * 1e6).round() / 1e6
+        } else {
+            x
+        })
+    }
+}
+
+impl Serialize for WireNumber {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let x = self.0;
+        if x.fract() == 0.0 && x.abs() < 9.0e15 {
+            s.serialize_i64(x as i64)
+        } else {
+            s.serialize_f64(x)
+        }
+    }
 }
 
 /// Numbers per route on the wire: requests, client errors, 6 hedge
@@ -198,7 +226,7 @@ impl From<MetricCounts> for MetricsWire {
                 n.extend(r.hedges.iter().flatten().map(|&c| c as f64));
                 n.extend([r.wasted_origin_s, r.origin_s]);
                 histogram(&mut n, &r.duration);
-                (name.clone(), n)
+                (name.clone(), n.into_iter().map(WireNumber::from).collect())
             })
             .collect();
         let origins = (m.origins.iter())
@@ -207,7 +235,7 @@ impl From<MetricCounts> for MetricsWire {
                 histogram(&mut n, &o.leg_duration[0]);
                 histogram(&mut n, &o.leg_duration[1]);
                 histogram(&mut n, &o.hedge_delay);
-                (name.clone(), n)
+                (name.clone(), n.into_iter().map(WireNumber::from).collect())
             })
             .collect();
         MetricsWire {
@@ -224,7 +252,9 @@ impl From<MetricsWire> for MetricCounts {
     /// refuses (a wrong length leaves a histogram of the wrong size).
     fn from(w: MetricsWire) -> Self {
         let mut m = MetricCounts::default();
+        let numbers = |n: Vec<WireNumber>| -> Vec<f64> { n.into_iter().map(|w| w.0).collect() };
         for (name, n) in w.routes {
+            let n = numbers(n);
             let mut hedges = [[0u64; 2]; 3];
             for (slot, v) in hedges.iter_mut().flatten().zip(n.iter().skip(2)) {
                 *slot = *v as u64;
@@ -251,6 +281,7 @@ impl From<MetricsWire> for MetricCounts {
             );
         }
         for (name, n) in w.origins {
+            let n = numbers(n);
             let mut legs = [[0u64; 5]; 2];
             for (slot, v) in legs.iter_mut().flatten().zip(&n) {
                 *slot = *v as u64;
@@ -608,7 +639,11 @@ mod tests {
         let back: MetricCounts = serde_json::from_str(&json).unwrap();
         assert_eq!(back, m);
         assert!(back.check().is_ok());
-        let short = json.replacen("[7.0,", "[", 1);
+        assert!(
+            json.contains("[7,0,"),
+            "whole numbers go without a fraction: {json}"
+        );
+        let short = json.replacen("[7,", "[", 1);
         let bad: MetricCounts = serde_json::from_str(&short).unwrap();
         assert!(
             bad.check().is_err(),

@@ -18,6 +18,23 @@ pub enum LogLevel {
     Info,
 }
 
+/// The weight an Analytics Engine row of a request that ended with
+/// `status` is written with, or `None` when it is not written: every 5xx
+/// (weight 1, so errors are counted exactly), and of the rest one in
+/// `weight` = 100 / `sample_percent` (rounded: the weighted quantiles take
+/// whole weights) by `draw` (uniform in [0, 1)), each standing for `weight`
+/// requests. Queries sum `_sample_interval * weight`.
+pub fn analytics_weight(status: u16, sample_percent: f64, draw: f64) -> Option<f64> {
+    if status >= 500 {
+        return Some(1.0);
+    }
+    if sample_percent <= 0.0 {
+        return None;
+    }
+    let weight = (100.0 / sample_percent).round().max(1.0);
+    (draw * weight < 1.0).then_some(weight)
+}
+
 impl LogLevel {
     /// Parses `off`, `error` or `info` (any case).
     pub fn parse(value: &str) -> Option<Self> {
@@ -117,6 +134,20 @@ impl RequestLine {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn analytics_rows_are_sampled_with_their_weight_and_every_error_is_kept() {
+        assert_eq!(analytics_weight(503, 1.0, 0.99), Some(1.0));
+        assert_eq!(analytics_weight(200, 1.0, 0.005), Some(100.0));
+        assert_eq!(analytics_weight(200, 1.0, 0.5), None);
+        assert_eq!(analytics_weight(200, 100.0, 0.999), Some(1.0));
+        assert_eq!(analytics_weight(404, 0.0, 0.0), None);
+        // Over many draws the weights add up to the requests.
+        let total: f64 = (0..100_000)
+            .filter_map(|i| analytics_weight(200, 5.0, f64::from(i) / 100_000.0))
+            .sum();
+        assert!((total - 100_000.0).abs() < 1.0, "{total}");
+    }
+
     use super::*;
 
     #[test]

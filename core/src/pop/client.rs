@@ -4,7 +4,10 @@
 //! A push is due when the isolate has never pushed and has a key to ask
 //! about (so a cold isolate learns the PoP quantiles after its first
 //! request), or every `push_interval_ms`, or after `push_every_requests`
-//! requests, whichever comes first; never while one is in flight. A failed
+//! requests, whichever comes first; never while one is in flight. A quiet
+//! isolate (fewer than [`QUIET_PUSH_REQUESTS`] requests since its last push)
+//! waits up to [`QUIET_INTERVALS`] intervals: its push would tell the PoP
+//! little and cost a Durable Object request all the same. A failed
 //! push backs off exponentially (doubling from the interval up to
 //! `max_backoff_ms`) and its delta is dropped: the PoP window is a sample,
 //! and re-sending would let a struggling aggregator's backlog grow.
@@ -40,6 +43,12 @@ pub struct PopClientParams {
 /// Longest back-off after failed pushes: an aggregator that is down is
 /// asked again at least every five minutes.
 pub const MAX_PUSH_BACKOFF_MS: f64 = 300_000.0;
+
+/// Fewer requests than this since the last push make a push wait longer
+/// (4 rps and more push every interval, as before).
+pub const QUIET_PUSH_REQUESTS: u64 = 20;
+/// How many intervals a quiet isolate waits at most.
+pub const QUIET_INTERVALS: f64 = 4.0;
 
 #[derive(Debug, Clone, Copy)]
 struct PopAnswer {
@@ -187,9 +196,12 @@ impl PopClient {
         match self.last_push_ms {
             None => !self.delta.is_empty(),
             Some(last) => {
-                self.requests_since_push > 0
-                    && (now_ms - last >= self.params.push_interval_ms
-                        || self.requests_since_push >= self.params.push_every_requests)
+                let (since_ms, requests) = (now_ms - last, self.requests_since_push);
+                let interval = self.params.push_interval_ms;
+                let enough = QUIET_PUSH_REQUESTS.min(self.params.push_every_requests);
+                requests >= self.params.push_every_requests
+                    || (requests >= enough && since_ms >= interval)
+                    || (requests > 0 && since_ms >= QUIET_INTERVALS * interval)
             }
         }
     }
@@ -418,6 +430,14 @@ mod tests {
     }
 
     #[test]
+    fn a_quiet_isolate_pushes_less_often() {
+        // 1 rps: 5 requests per interval, a push every 4 intervals (20 s).
+        assert_eq!(pushes_at(1.0, 120.0), 6);
+        // 4 rps and more: every interval.
+        assert_eq!(pushes_at(4.0, 60.0), 12);
+    }
+
+    #[test]
     fn a_cold_isolate_pushes_on_its_first_request() {
         let mut client = PopClient::new(params());
         assert!(!client.push_due(0.0), "nothing to ask about yet");
@@ -463,8 +483,10 @@ mod tests {
             client.take_push(now, 0.95, &names());
             client.push_failed(now);
             let failed_at = now;
-            // Traffic goes on; the push waits for the back-off.
-            client.note_request(0, "/r", true);
+            // Traffic goes on (enough not to be quiet); the push waits for the back-off.
+            for _ in 0..QUIET_PUSH_REQUESTS {
+                client.note_request(0, "/r", true);
+            }
             while !client.push_due(now) && now - failed_at < 1e6 {
                 now += 1_000.0;
             }

@@ -5,3 +5,4 @@ pub mod aggregate;
 pub mod client;
 pub mod probes;
 pub mod push;
+pub mod upkeep;

@@ -13,6 +13,7 @@ use crate::config::{self, ConfigError};
 use crate::pop::aggregate::PopAggregate;
 use crate::pop::client::origin_rates;
 use crate::pop::push::{Push, PushReply};
+use crate::pop::upkeep::PushAdmission;
 use crate::race::Leg;
 use crate::race::{Action, Hedger, RaceEnd, RaceIo, RaceState};
 use crate::request::eligibility::Eligibility;
@@ -48,6 +49,9 @@ pub struct SimParams {
     pub worker_overhead_ms: f64,
     /// The PoP aggregator, with its round trip in ms; `None`: isolates work alone.
     pub aggregator_rtt_ms: Option<f64>,
+    /// Pushes per second the aggregator takes before it sheds (the Worker's
+    /// is [`SHED_ABOVE_PUSHES_PER_S`], measured in workerd).
+    pub aggregator_capacity_per_s: f64,
     /// Route keys the requests are spread over, uniformly (`/r0`, `/r1`, ...).
     pub routes: usize,
     /// Each isolate's event loop and what each step costs it; `None`: an
@@ -80,6 +84,8 @@ pub struct RunResult {
     pub simulated: u64,
     /// Pushes the aggregator merged.
     pub pushes: u64,
+    /// Pushes the aggregator shed (past its capacity).
+    pub pushes_shed: u64,
     /// Hedges sent, by why (delay, stall, failure).
     pub hedge_causes: BTreeMap<&'static str, u64>,
     /// Requests at or above the run's p99 that got no hedge, by why not.
@@ -198,6 +204,7 @@ struct Sim<'a> {
     result: RunResult,
     measure_from_ms: f64,
     aggregator: Option<PopAggregate>,
+    admission: PushAdmission,
     /// Pushes in flight: (isolate, push, its size, the reply once made).
     pushes: Vec<PushInFlight>,
     origin_names: Vec<String>,
@@ -245,6 +252,7 @@ pub fn run(
         aggregator: params
             .aggregator_rtt_ms
             .map(|_| PopAggregate::new(hedge_params.pop.aggregate)),
+        admission: PushAdmission::new(params.aggregator_capacity_per_s),
         pushes: Vec::new(),
         origin_names: (0..params.scenario.origins.len())
             .map(|i| format!("o{i}"))
@@ -659,6 +667,15 @@ impl Sim<'_> {
         let Some(push) = slot.1.take() else {
             return;
         };
+        if !self.admission.admit(now) {
+            // Shed: the isolate hears a failure and backs off.
+            self.result.pushes_shed += 1;
+            let isolate = slot.0;
+            self.hedgers[isolate as usize]
+                .pop
+                .push_failed(now + rtt / 2.0);
+            return;
+        }
         let (reply, _touched) = aggregate.apply(&push, slot.2, now);
         slot.3 = Some(reply);
         self.result.pushes += 1;
@@ -721,6 +738,7 @@ impl RaceIo for Intents {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pop::upkeep::SHED_ABOVE_PUSHES_PER_S;
     use crate::sim::scenario::scenario;
 
     fn params(name: &str, seconds: f64) -> SimParams {
@@ -734,6 +752,7 @@ mod tests {
             seed: 1,
             worker_overhead_ms: 1.5,
             aggregator_rtt_ms: None,
+            aggregator_capacity_per_s: SHED_ABOVE_PUSHES_PER_S,
             routes: 1,
             isolate_cpu: None,
         }
@@ -788,6 +807,7 @@ mod tests {
             rate_rps: 2_000.0,
             isolates: 100,
             aggregator_rtt_ms: Some(5.0),
+            aggregator_capacity_per_s: SHED_ABOVE_PUSHES_PER_S,
             ..params("heavy-tail", 10.0)
         };
         let r = run(&p, &config(&[])).expect("runs");

@@ -1,14 +1,16 @@
 //! The PoP aggregator Durable Object: one per PoP (named from `cf.colo`).
-//! Merges isolates' pushes into [`PopAggregate`], keeps it in the object's
-//! SQLite storage so it survives eviction and restarts, forgets idle keys
-//! from an alarm and, with `HEDGE_PROBE_PATH` set, probes every origin from
-//! that alarm while the PoP has traffic.
+//! Merges isolates' pushes into [`PopAggregate`] in memory, writes what
+//! changed to the object's SQLite storage at most once a minute (so an
+//! eviction loses at most that, which the next pushes refill), forgets idle
+//! keys from an alarm and, with `HEDGE_PROBE_PATH` set, probes every origin
+//! from that alarm while the PoP has traffic.
 //!
 //! `POST /push` takes a push and answers with the PoP view (400 with a JSON
-//! error for a bad body, which changes nothing); `GET /stats` reports what it
-//! holds.
+//! error for a bad body, which changes nothing; 503 `shed`, unread, past the
+//! pushes per second it takes); `GET /stats` reports what it holds.
 
 use std::cell::RefCell;
+use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use worker::{
@@ -22,6 +24,9 @@ use hedgehog_core::config::{self, ProbeParams};
 use hedgehog_core::observe::exposition::Format;
 use hedgehog_core::pop::aggregate::{PopAggregate, PopKey, PopParams};
 use hedgehog_core::pop::push::{ErrorReport, OriginRate, Push};
+use hedgehog_core::pop::upkeep::{
+    PushAdmission, SnapshotSchedule, SHED_ABOVE_PUSHES_PER_S, SHED_RETRY_AFTER_S,
+};
 // The `#[durable_object]` expansion names `wasm_bindgen` by its bare path.
 use worker::wasm_bindgen;
 
@@ -46,6 +51,12 @@ pub struct PopAggregator {
     last_sweep_ms: RefCell<f64>,
     aggregate: RefCell<Option<PopAggregate>>,
     alarm_set: RefCell<bool>,
+    admission: RefCell<PushAdmission>,
+    snapshot: RefCell<SnapshotSchedule>,
+    /// Keys changed since the last snapshot.
+    unsaved: RefCell<BTreeSet<PopKey>>,
+    /// Alarms run since the object started (each is a billed request).
+    alarms: RefCell<u64>,
 }
 
 impl std::fmt::Debug for PopAggregator {
@@ -86,6 +97,10 @@ struct StatsJson {
     origins: Vec<OriginRate>,
     /// The PoP's last errors, as isolates reported them, oldest first.
     recent_errors: Vec<ErrorReport>,
+    /// Since this object started: pushes shed, storage rows written, alarms run.
+    pushes_shed: u64,
+    rows_written: u64,
+    alarms: u64,
 }
 
 impl DurableObject for PopAggregator {
@@ -114,6 +129,10 @@ impl DurableObject for PopAggregator {
             last_sweep_ms: RefCell::new(0.0),
             aggregate: RefCell::new(None),
             alarm_set: RefCell::new(false),
+            admission: RefCell::new(PushAdmission::new(SHED_ABOVE_PUSHES_PER_S)),
+            snapshot: RefCell::new(SnapshotSchedule::default()),
+            unsaved: RefCell::new(BTreeSet::new()),
+            alarms: RefCell::new(0),
         }
     }
 
@@ -121,6 +140,23 @@ impl DurableObject for PopAggregator {
         let path = req.path();
         match (req.method(), path.as_str()) {
             (Method::Post, "/push") => {
+                if !self.admission.borrow_mut().admit(now_ms()) {
+                    // Unread: shedding costs next to nothing, so the queue
+                    // behind it drains.
+                    let mut response = json(
+                        503,
+                        &ErrorJson {
+                            error: "shed",
+                            message: format!(
+                                "over {SHED_ABOVE_PUSHES_PER_S} pushes per second; push again later"
+                            ),
+                        },
+                    )?;
+                    response
+                        .headers_mut()
+                        .set("retry-after", &SHED_RETRY_AFTER_S.to_string())?;
+                    return Ok(response);
+                }
                 let body = req.bytes().await?;
                 let push = match Push::decode(&body) {
                     Ok(push) => push,
@@ -138,7 +174,10 @@ impl DurableObject for PopAggregator {
                 let now = worker::Date::now().as_millis() as f64;
                 let reply = self.with_aggregate(|sql, aggregate| {
                     let (reply, touched) = aggregate.apply(&push, body.len(), now);
-                    save(sql, aggregate, &touched, now);
+                    self.unsaved.borrow_mut().extend(touched);
+                    if self.snapshot.borrow_mut().changed(now) {
+                        self.save(sql, aggregate, now);
+                    }
                     reply
                 })?;
                 self.ensure_alarm().await;
@@ -173,6 +212,9 @@ impl DurableObject for PopAggregator {
                     hedge_fraction: aggregate.hedge_fraction(now),
                     origins: aggregate.origin_rates(now),
                     recent_errors: aggregate.recent_errors().iter().cloned().collect(),
+                    pushes_shed: self.admission.borrow().shed,
+                    rows_written: self.snapshot.borrow().rows_written,
+                    alarms: *self.alarms.borrow(),
                 })?;
                 json(200, &stats)
             }
@@ -192,6 +234,10 @@ impl DurableObject for PopAggregator {
     async fn alarm(&self) -> worker::Result<Response> {
         let now = worker::Date::now().as_millis() as f64;
         *self.alarm_set.borrow_mut() = false;
+        *self.alarms.borrow_mut() += 1;
+        if self.snapshot.borrow().due(now) {
+            self.with_aggregate(|sql, aggregate| self.save(sql, aggregate, now))?;
+        }
         let probes_due = self.with_aggregate(|_, aggregate| aggregate.probes_due(now))?;
         if probes_due {
             self.with_aggregate(|_, aggregate| aggregate.probe_round_started(now))?;
@@ -212,15 +258,20 @@ impl DurableObject for PopAggregator {
         }
         *self.last_sweep_ms.borrow_mut() = now;
         let remaining = self.with_aggregate(|sql, aggregate| {
+            let mut deleted = 0;
             for (origin, route) in aggregate.sweep(now) {
-                if let Err(e) = sql.exec(
+                self.unsaved
+                    .borrow_mut()
+                    .remove(&(origin.clone(), route.clone()));
+                match sql.exec(
                     "DELETE FROM pop_keys WHERE origin = ? AND route = ?",
                     vec![origin.into(), route.into()],
                 ) {
-                    console_warn!("hedgehog-edge aggregator: deleting a key: {e}");
+                    Ok(_) => deleted += 1,
+                    Err(e) => console_warn!("hedgehog-edge aggregator: deleting a key: {e}"),
                 }
             }
-            save(sql, aggregate, &[], now);
+            self.snapshot.borrow_mut().rows_written += deleted;
             aggregate.key_count()
         })?;
         let probing = self.with_aggregate(|_, aggregate| aggregate.probing(now))?;
@@ -254,6 +305,13 @@ impl PopAggregator {
         }
         let aggregate = slot.as_mut().ok_or("aggregate state missing")?;
         Ok(f(&sql, aggregate))
+    }
+
+    /// Writes the keys changed since the last snapshot and the counters.
+    fn save(&self, sql: &SqlStorage, aggregate: &mut PopAggregate, now: f64) {
+        let keys = std::mem::take(&mut *self.unsaved.borrow_mut());
+        let rows = save(sql, aggregate, &keys, now);
+        self.snapshot.borrow_mut().written(rows, now);
     }
 
     async fn ensure_alarm(&self) {
@@ -309,25 +367,29 @@ fn load(sql: &SqlStorage, params: PopParams) -> worker::Result<PopAggregate> {
     Ok(aggregate)
 }
 
-/// Writes the touched keys and the counters.
-fn save(sql: &SqlStorage, aggregate: &mut PopAggregate, touched: &[PopKey], now: f64) {
-    for key in touched {
+/// Writes these keys and the counters; the rows written.
+fn save(sql: &SqlStorage, aggregate: &mut PopAggregate, keys: &BTreeSet<PopKey>, now: f64) -> u64 {
+    let mut rows = 0;
+    for key in keys {
         let Some(record) = aggregate.export_key(key, now) else {
             continue;
         };
-        if let Err(e) = sql.exec(
+        match sql.exec(
             "INSERT OR REPLACE INTO pop_keys (origin, route, record) VALUES (?, ?, ?)",
             vec![key.0.clone().into(), key.1.clone().into(), record.into()],
         ) {
-            console_warn!("hedgehog-edge aggregator: storing a key: {e}");
+            Ok(_) => rows += 1,
+            Err(e) => console_warn!("hedgehog-edge aggregator: storing a key: {e}"),
         }
     }
-    if let Err(e) = sql.exec(
+    match sql.exec(
         "INSERT OR REPLACE INTO pop_meta (name, record) VALUES ('counters', ?)",
         vec![aggregate.export_counters().into()],
     ) {
-        console_warn!("hedgehog-edge aggregator: storing counters: {e}");
+        Ok(_) => rows += 1,
+        Err(e) => console_warn!("hedgehog-edge aggregator: storing counters: {e}"),
     }
+    rows
 }
 
 fn json<T: Serialize>(status: u16, body: &T) -> worker::Result<Response> {
