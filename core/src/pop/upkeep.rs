@@ -6,8 +6,9 @@
 
 /// Pushes per second the aggregator takes before it sheds. Measured with
 /// `node lab/pop-capacity.mjs` (docs/pop.md): on the lab machine one
-/// aggregator answered 800 pushes/s of 2.7 KB with p99 49 ms (2 ms at 400/s)
-/// while its driver shared its thread; past that, answers wait in its queue.
+/// aggregator answered 800 pushes/s of 2.6-2.7 KB with p99 49 and 63 ms in
+/// two runs (3 ms at 400/s) while its driver shared its thread; past that,
+/// answers wait in its queue.
 /// 800 is 4x the 200 pushes/s of 1,000 isolates at the default 5 s interval.
 pub const SHED_ABOVE_PUSHES_PER_S: f64 = 800.0;
 
@@ -17,8 +18,8 @@ pub const SHED_RETRY_AFTER_S: u32 = 10;
 
 /// How often the aggregator writes what changed to storage. An evicted
 /// aggregator loses at most this much; the pushes of the next interval refill
-/// it (docs/pop.md: measured). One write per minute costs a PoP about 44,000
-/// rows a month per key.
+/// it (docs/pop.md: measured). One write per minute costs a PoP 43,200 rows
+/// a month per key.
 pub const SNAPSHOT_EVERY_MS: f64 = 60_000.0;
 
 /// Admits pushes at up to a rate, with a burst of one second's worth (a
