@@ -12,7 +12,7 @@ import { parseArgs } from "node:util";
 import puppeteer from "puppeteer-core";
 import { startOriginSim } from "./origin-sim.mjs";
 import { runOpenLoop } from "./loadgen.mjs";
-import { popAggregator, startWorker } from "../tests/support/worker.mjs";
+import { dashboardAssets, popAggregator, startWorker } from "../tests/support/worker.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
@@ -32,7 +32,7 @@ const w = await startWorker(
     HEDGE_STATS_TOKEN: TOKEN,
     CF_VERSION_METADATA: { id: execFileSync("git", ["rev-parse", "HEAD"], { cwd: root, encoding: "utf8" }).trim(), tag: "", timestamp: "" },
   },
-  popAggregator(),
+  { ...popAggregator(), ...dashboardAssets() },
 );
 const browser = await puppeteer.launch({ executablePath: chromium, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
 try {

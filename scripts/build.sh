@@ -19,7 +19,7 @@ export WASM_OPT_BIN="$ROOT/node_modules/.bin/wasm-opt"
 # Nothing to do when the sources, the toolchain and the options are what the
 # current build was made from (a `wrangler dev` start reruns this command).
 fingerprint="$( {
-  find src core/src core/Cargo.toml Cargo.toml Cargo.lock scripts/build.sh scripts/wasm-names.py dashboard/dist -type f -print0 \
+  find src core/src core/Cargo.toml Cargo.toml Cargo.lock scripts/build.sh scripts/wasm-names.py -type f -print0 \
     | sort -z | xargs -0 sha256sum
   rustc -V; echo "worker-build $WORKER_BUILD_VERSION names ${HEDGEHOG_KEEP_NAMES:-0} ${features[*]:-}"
 } | sha256sum | cut -d' ' -f1)"

@@ -6,11 +6,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import puppeteer from "puppeteer-core";
-import { origins, popAggregator } from "./support/worker.mjs";
+import { dashboardAssets, origins, popAggregator } from "./support/worker.mjs";
 import { origin, worker } from "./support/harness.mjs";
 import { parseMetrics } from "./support/metrics.mjs";
 
@@ -36,7 +36,7 @@ test("the dashboard shows the PoP's figures, charts them, and asks for the token
       // As the version_metadata binding gives it (wrangler.toml).
       CF_VERSION_METADATA: { id: "3f1c2a9e-7b4d-4e1a-9c2f-5d6e7f809a1b", tag: "", timestamp: "2026-12-05T00:00:00Z" },
     },
-    popAggregator(),
+    { ...popAggregator(), ...dashboardAssets() },
   );
   // Open-loop traffic over real HTTP, 50 requests a second, until stopped.
   let sending = true;
@@ -135,4 +135,26 @@ test("the dashboard shows the PoP's figures, charts them, and asks for the token
     sending = false;
     await browser.close();
   }
+});
+
+test("the dashboard is a static asset: without the ASSETS binding its path says what is missing, the rest works", async () => {
+  const a = await origin("a", () => ({ delayMs: 1 }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_STATS_TOKEN: TOKEN });
+  const page = await fetch(`${w.url}/__hedge/dashboard`);
+  assert.equal(page.status, 503);
+  assert.equal((await page.json()).error, "dashboard_unavailable");
+  const stats = await fetch(`${w.url}/__hedge/stats`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  assert.equal(stats.status, 200);
+  await stats.arrayBuffer();
+  // With it, the page is the built file byte for byte, under the page's own headers.
+  const withAssets = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_STATS_TOKEN: TOKEN }, dashboardAssets());
+  const served = await fetch(`${withAssets.url}/__hedge/dashboard`);
+  assert.equal(served.status, 200);
+  assert.equal(served.headers.get("cache-control"), "no-store");
+  assert.match(served.headers.get("content-type"), /^text\/html/);
+  assert.equal(await served.text(), readFileSync(path.join(root, "dashboard/dist/dashboard.html"), "utf8"));
+  // The Worker runs first: the asset's own path goes to the origin, not the file.
+  const passed = await fetch(`${withAssets.url}/dashboard.html`);
+  assert.equal(passed.headers.get("x-hedge") !== null, true);
+  await passed.arrayBuffer();
 });

@@ -9,6 +9,8 @@ use worker::Env;
 
 /// The Durable Object binding of the PoP aggregator (optional).
 pub(crate) const POP_BINDING: &str = "POP_AGGREGATOR";
+/// The Worker's static assets (the dashboard page), `[assets]` in wrangler.toml.
+pub(crate) const ASSETS_BINDING: &str = "ASSETS";
 
 /// Whether the aggregator binding is configured.
 pub(crate) fn pop_bound(env: &Env) -> bool {

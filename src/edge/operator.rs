@@ -14,7 +14,7 @@ use worker::wasm_bindgen::JsCast;
 use worker::{web_sys, Env, Method};
 
 use super::clock::now_ms;
-use super::env_vars::POP_BINDING;
+use super::env_vars::{ASSETS_BINDING, POP_BINDING};
 use super::isolate::Shared;
 use super::pop::client::ask;
 use super::pop::colo;
@@ -24,10 +24,12 @@ use hedgehog_core::observe::exposition::Format;
 use hedgehog_core::observe::route_stats::bearer_matches;
 
 /// The dashboard: one self-contained page (uPlot and the page's script and
-/// styles inline; `node scripts/build-dashboard.mjs` writes it). It holds no
-/// data: it asks for the token and reads the metrics, so it is served
-/// without one (only where a token is configured).
-const DASHBOARD_HTML: &str = include_str!("../../dashboard/dist/dashboard.html");
+/// styles inline; `node scripts/build-dashboard.mjs` writes it), a static
+/// asset of the Worker (`[assets]` in wrangler.toml) rather than 64 KB of the
+/// wasm every cold start loads. It holds no data: it asks for the token and
+/// reads the metrics, so it is served without one (only where a token is
+/// configured).
+const DASHBOARD_ASSET: &str = "https://assets.invalid/dashboard.html";
 
 /// Only its own inline script and styles, requests to this origin only.
 const DASHBOARD_CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
@@ -68,7 +70,7 @@ async fn respond_to(
         if req.method() != "GET" {
             return reply::method_not_allowed("GET", request_id);
         }
-        return reply::page_response(DASHBOARD_HTML, DASHBOARD_CSP);
+        return dashboard(env, request_id).await;
     }
     let presented = header("authorization");
     // Every token is compared (two while rotating), each in constant time.
@@ -104,7 +106,7 @@ async fn respond_to(
             let text = shared.borrow_mut().metrics_text(format, now_ms());
             reply::text_response(200, &text, format.content_type())
         }
-        OperatorPage::Dashboard => reply::page_response(DASHBOARD_HTML, DASHBOARD_CSP),
+        OperatorPage::Dashboard => dashboard(env, request_id).await,
         OperatorPage::Metrics { pop: true } => {
             let format = Format::from_accept(header("accept").as_deref());
             let name = colo(req).unwrap_or_else(|| params.pop.fallback_name.clone());
@@ -119,6 +121,29 @@ async fn respond_to(
                     reply::simple_error(503, "pop_metrics_unavailable", "the PoP aggregator did not answer (is POP_AGGREGATOR bound?); the isolate's own metrics are at this path without ?scope=pop", request_id)
                 }
             }
+        }
+    }
+}
+
+/// The dashboard's page from the assets binding, with the page's own
+/// headers (its CSP above all); a clear 503 when the binding is missing.
+async fn dashboard(env: &Env, request_id: &str) -> worker::Result<web_sys::Response> {
+    let asset = match env.assets(ASSETS_BINDING) {
+        Ok(assets) => assets
+            .fetch(DASHBOARD_ASSET, None)
+            .await
+            .map(web_sys::Response::from),
+        Err(e) => Err(e),
+    };
+    match asset {
+        Ok(page) if page.status() == 200 => reply::page_response(page.body(), DASHBOARD_CSP),
+        Ok(page) => {
+            worker::console_warn!("hedgehog-edge: dashboard asset: status {}", page.status());
+            reply::simple_error(503, "dashboard_unavailable", "the dashboard page is not among the Worker's assets (wrangler.toml [assets], dashboard/dist)", request_id)
+        }
+        Err(e) => {
+            worker::console_warn!("hedgehog-edge: dashboard asset: {e}");
+            reply::simple_error(503, "dashboard_unavailable", "the dashboard needs the ASSETS binding (wrangler.toml [assets]); the stats and metrics do not", request_id)
         }
     }
 }

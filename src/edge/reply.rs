@@ -285,8 +285,11 @@ pub(crate) fn text_response(
 }
 
 /// An HTML page with its content security policy, never framed or cached.
-pub(crate) fn page_response(html: &str, csp: &str) -> worker::Result<web_sys::Response> {
-    let response: web_sys::Response = Response::ok(html)?.into();
+pub(crate) fn page_response(
+    html: Option<web_sys::ReadableStream>,
+    csp: &str,
+) -> worker::Result<web_sys::Response> {
+    let response = web_sys::Response::new_with_opt_readable_stream(html.as_ref())?;
     let h = response.headers();
     h.set("content-type", "text/html; charset=utf-8")?;
     h.set("content-security-policy", csp)?;

@@ -18,6 +18,21 @@ export function popAggregator({ persistDir } = {}) {
   };
 }
 
+/**
+ * The Worker's static assets as wrangler.toml's `[assets]` gives them: the
+ * dashboard page behind the ASSETS binding, the Worker run first.
+ */
+export function dashboardAssets() {
+  return {
+    assets: {
+      directory: path.join(root, "dashboard/dist"),
+      binding: "ASSETS",
+      routerConfig: { invoke_user_worker_ahead_of_assets: true, has_user_worker: true },
+      assetConfig: { html_handling: "none", not_found_handling: "none" },
+    },
+  };
+}
+
 /** Starts the Worker with these vars (objects are passed as JSON text). */
 export async function startWorker(vars, extra = {}) {
   const mf = new Miniflare({ ...workerOptions(vars), ...extra });
