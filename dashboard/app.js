@@ -14,7 +14,7 @@ const $ = (id) => document.getElementById(id);
 let token = sessionStorage.getItem("hedgehog-token") || "";
 // Earlier scrapes, newest last. Rates are taken against the newest scrape
 // at least WINDOW_S old: isolates push their counters to the PoP every few
-// seconds (HEDGE_POP_PUSH_INTERVAL_MS, 5 s by default), so between two 3 s
+// seconds (HEDGE_TUNING.pop_push_interval_ms, 5 s by default), so between two 3 s
 // refreshes the PoP's counters move in steps and a per-refresh rate would
 // swing between nothing and double.
 const WINDOW_S = 12;

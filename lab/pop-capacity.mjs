@@ -70,7 +70,7 @@ function percentile(sorted, p) {
 export async function runCapacity({ rates, seconds, log }) {
   const sim = await startOriginSim("heavy-tail", 1);
   const before = new Set(workerdPids());
-  const w = await startGated({ HEDGE_ORIGINS: sim.origins, HEDGE_POP_PUSH_EVERY_REQUESTS: "100" });
+  const w = await startGated({ HEDGE_ORIGINS: sim.origins, HEDGE_TUNING: { pop_push_every_requests: "100" } });
   const pids = workerdPids().filter((p) => !before.has(p));
   try {
     log("capturing pushes: 8 s at 100 rps through the Worker");

@@ -32,7 +32,7 @@ export const DEFAULT_CONFIGURATION = "worker, tail-aware (default)";
 export const CONFIGURATIONS = [
   { name: "direct to origin", vars: null },
   { name: "worker, hedging off", vars: { HEDGE_MODE: "off", ...PREVIOUS } },
-  { name: "worker, 1 s timeout + 1 retry", vars: { HEDGE_MODE: "retry", HEDGE_RETRY_TIMEOUT_MS: "1000", ...PREVIOUS } },
+  { name: "worker, 1 s timeout + 1 retry", vars: { HEDGE_MODE: "retry", HEDGE_TUNING: { retry_timeout_ms: "1000" }, ...PREVIOUS } },
   { name: "worker, static 10 ms hedge", vars: { HEDGE_MODE: "static", HEDGE_STATIC_DELAY_MS: "10", ...PREVIOUS } },
   { name: "worker, fixed-quantile p95 (previous default)", vars: PREVIOUS },
   { name: DEFAULT_CONFIGURATION, vars: {} },
@@ -51,17 +51,14 @@ export const PASS_THROUGHS = [
  */
 export const UNGUARDED = {
   name: "worker, tail-aware unguarded (before the isolate guards)",
-  vars: { HEDGE_ISOLATE_BUSY_LAG_MS: "0", HEDGE_CUT_UNPAID: "false", HEDGE_THIRD_ATTEMPT: "false" },
+  vars: { HEDGE_TUNING: { isolate_busy_lag_ms: "0", cut_unpaid: "false", third_attempt: "false" } },
 };
 
 /** With --health-off: the adaptive hedge with origin health and the 5xx-adaptive budget disabled. */
 export const HEALTH_OFF = {
   name: "worker, adaptive, health off",
   vars: {
-    HEDGE_HEALTH_CONSECUTIVE_FAILURES: "1000",
-    HEDGE_HEALTH_FAILURE_RATE: "1",
-    HEDGE_5XX_REDUCE_RATE: "1",
-    HEDGE_5XX_STOP_RATE: "1",
+    HEDGE_TUNING: { health_consecutive_failures: "1000", health_failure_rate: "1", "5xx_reduce_rate": "1", "5xx_stop_rate": "1" },
   },
 };
 
@@ -263,9 +260,7 @@ export async function runOverhead({ seconds, rounds = 3, concurrency = 32, warmu
           HEDGE_STATIC_DELAY_MS: "0",
           HEDGE_BUDGET_PERCENT: "100",
           HEDGE_BUDGET_FLOOR_PER_SEC: "10000",
-          HEDGE_BUDGET_MAX_TOKENS: "1000000",
-          HEDGE_5XX_REDUCE_RATE: "1",
-          HEDGE_5XX_STOP_RATE: "1",
+          HEDGE_TUNING: { budget_max_tokens: "1000000", "5xx_reduce_rate": "1", "5xx_stop_rate": "1" },
         }),
     },
   ];

@@ -13,10 +13,7 @@ test("after warm-up the delay is within 10% of the measured quantile + offset", 
   const OFFSET = 10;
   const w = await worker({
     HEDGE_ORIGINS: origins(a),
-    HEDGE_QUANTILE: "p95",
-    HEDGE_OFFSET_MS: String(OFFSET),
-    HEDGE_MIN_DATA_POINTS: "50",
-    HEDGE_COLD_DELAY_MS: "10000",
+    HEDGE_TUNING: { quantile: "p95", offset_ms: String(OFFSET), min_data_points: "50", cold_delay_ms: "10000" },
   });
 
   const first = await w.fetch("/api/items/0");

@@ -8,7 +8,7 @@ import { stored } from "./support/cache.mjs";
 
 async function setup(headers) {
   const a = await origin("a", (req) => ({ headers, body: `body-of-${req.url}` }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   return { a, w };
 }
 
@@ -104,7 +104,7 @@ test("50 concurrent identical cacheable GETs make one origin request and get 50 
 
 test("credentialed and no-cache requests are not coalesced", async () => {
   const a = await origin("a", () => ({ delayMs: 500, headers: { "cache-control": "public, max-age=60" } }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   const kinds = [{ authorization: "Bearer t" }, { "cache-control": "no-cache" }];
   const responses = await Promise.all(
     kinds.flatMap((headers) => Array.from({ length: 5 }, () => w.fetch("/hot/private", { headers }))),
@@ -119,7 +119,7 @@ test("credentialed and no-cache requests are not coalesced", async () => {
 
 test("waiters on a response that cannot be stored fetch for themselves", async () => {
   const a = await origin("a", () => ({ delayMs: 500, headers: { "cache-control": "private" } }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   const responses = await Promise.all(Array.from({ length: 5 }, () => w.fetch("/hot/uncacheable")));
   for (const res of responses) {
     assert.equal(res.status, 200);

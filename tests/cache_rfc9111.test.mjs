@@ -37,7 +37,7 @@ async function versionedOrigin(extraHeaders = {}) {
 for (const method of ["POST", "PUT", "DELETE", "PATCH"]) {
   test(`a successful ${method} invalidates the stored copy of its URL`, async () => {
     const a = await versionedOrigin();
-    const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+    const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
     assert.equal((await get(w, "/doc")).body, "/doc v1");
     await stored(w, "/doc");
     assert.equal((await get(w, "/doc")).via, "cache");
@@ -55,7 +55,7 @@ test("a write invalidates every variant and the same-origin Location and Content
     read: { vary: "accept-language" },
     write: { location: "/doc/new", "content-location": "http://other.test/doc/kept" },
   });
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   for (const lang of ["en", "fr"]) {
     await get(w, "/doc/list", { "accept-language": lang });
     await stored(w, "/doc/list");
@@ -81,7 +81,7 @@ test("an error answer to a write invalidates nothing", async () => {
   const a = await origin("a", (req) =>
     req.method === "GET" ? { headers: { "cache-control": "max-age=60" }, body: "kept" } : { status: 409 },
   );
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   await get(w, "/err");
   await stored(w, "/err");
   const write = await w.fetch("/err", { method: "PUT", body: "x" });
@@ -100,7 +100,7 @@ test("a coalesced fetch begun before a write neither serves a later request nor 
     const body = `v${version}`;
     return { delayMs: req.url === "/f/x" && version === 1 ? 1_000 : 0, headers: { "cache-control": "max-age=60" }, body };
   });
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   await get(w, "/f/warm"); // the route answers storably: it coalesces
   await stored(w, "/f/warm");
   const before = get(w, "/f/x");
@@ -119,7 +119,7 @@ test("a hit carries its Age: two seconds after it was stored, and counting the o
   const a = await origin("a", (req) => ({
     headers: req.url === "/aged" ? { "cache-control": "MaX-AgE=600", age: "50" } : { "cache-control": "MaX-AgE=60" },
   }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   for (const path of ["/age", "/aged"]) {
     await get(w, path);
     await stored(w, path);
@@ -138,7 +138,7 @@ test("a hit carries its Age: two seconds after it was stored, and counting the o
 test("an origin Age past max-age is stale; an invalid Age is ignored", async () => {
   const ages = { "/old": "7200", "/float": "7200.0", "/negative": "-7200", "/list": "7200, 0" };
   const a = await origin("a", (req) => ({ headers: { "cache-control": "max-age=3600", age: ages[req.url] } }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   for (const path of Object.keys(ages)) await get(w, path);
   await stored(w, "/float");
   await stored(w, "/negative");
@@ -157,7 +157,7 @@ test("stale-if-error is not freshness: a healthy origin is asked, a failing one 
       ? { status: 503, body: "down" }
       : { headers: { "cache-control": "max-age=1, stale-if-error=60" }, body: `copy ${++n}` },
   );
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" }, HEDGE_LOG_LEVEL: "off" });
   assert.equal((await get(w, "/sie")).body, "copy 1");
   await stored(w, "/sie");
   await sleep(2_100);
@@ -182,7 +182,7 @@ test("must-revalidate forbids the stale rescue: the origin's own failure goes ou
       ? { status: 503, headers: { "retry-after": "9" }, body: "down" }
       : { headers: { "cache-control": "max-age=1, stale-if-error=60, must-revalidate" }, body: "copy" },
   );
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" }, HEDGE_LOG_LEVEL: "off" });
   await get(w, "/mr");
   await stored(w, "/mr");
   await sleep(2_100);
@@ -201,7 +201,7 @@ test("stale-while-revalidate serves the stale copy at once and refreshes it once
     headers: { "cache-control": `max-age=${n >= 1 ? 60 : 1}, stale-while-revalidate=30` },
     body: `copy ${++n}`,
   }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   await get(w, "/swr");
   await stored(w, "/swr");
   await sleep(2_100);
@@ -232,7 +232,7 @@ test("no request can read or write the Worker's own variant keys", async () => {
     headers: { "cache-control": "public, max-age=60", vary: "accept-language" },
     body: req.url.startsWith("/v") ? "ATTACKER CONTENT" : `page for ${req.headers["accept-language"]}`,
   }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   await get(w, "/page", { "accept-language": "fr" }); // the marker for /page
   await stored(w, "/page");
   const enc = encodeURIComponent("http://edge.test/page");
@@ -261,7 +261,7 @@ test("headers the origin lists in Connection are not in the stored copy", async 
       "x-kept": "yes",
     },
   }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   const live = await get(w, "/hop");
   assert.equal(live.headers.get("x-private-hop"), null);
   await stored(w, "/hop");
@@ -288,7 +288,7 @@ test("CDN-Cache-Control decides for this cache and is passed on unchanged", asyn
     "/cdn/stored": { "cache-control": "no-store", "cdn-cache-control": "max-age=60" },
   };
   const a = await origin("a", (req) => ({ headers: cases[req.url] }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   for (const [path, headers] of Object.entries(cases)) {
     const first = await get(w, path);
     assert.equal(first.headers.get("cdn-cache-control"), headers["cdn-cache-control"], path);
@@ -312,7 +312,7 @@ test("statuses with explicit freshness are stored for exactly that long; 5xx nev
     "/s/503": { status: 503, headers: { "cache-control": "max-age=60" } },
   };
   const a = await origin("a", (req) => plans[req.url]);
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" }, HEDGE_LOG_LEVEL: "off" });
   for (const path of Object.keys(plans)) await get(w, path);
   for (const path of ["/s/404", "/s/301", "/s/410"]) {
     await stored(w, path);
@@ -330,7 +330,7 @@ test("Expires without max-age gives freshness", async () => {
     const now = Date.now();
     return { headers: { date: new Date(now).toUTCString(), expires: new Date(now + 60_000).toUTCString() } };
   });
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   await get(w, "/exp");
   await stored(w, "/exp");
   assert.equal((await get(w, "/exp")).via, "cache");
@@ -342,7 +342,7 @@ test("a stale entry is revalidated with its ETag; a 304 refreshes its headers an
       ? { status: 304, headers: { "cache-control": "max-age=60", "x-updated": "yes", etag: '"v1"' }, body: "" }
       : { headers: { "cache-control": "max-age=1", etag: '"v1"', "x-updated": "no" }, body: "the body" },
   );
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   await get(w, "/rv");
   await stored(w, "/rv");
   await sleep(2_100);
@@ -367,7 +367,7 @@ test("a stale entry is revalidated with its ETag; a 304 refreshes its headers an
 
 test("a client's conditional request matching a fresh entry is answered 304 from the cache", async () => {
   const a = await origin("a", () => ({ headers: { "cache-control": "max-age=60", etag: '"e1"' }, body: "b" }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   // Over a raw connection: fetch() adds no-cache to a conditional request.
   await rawRequest(w.url, { path: "/cond" });
   await stored(w, "/cond", { base: w.url });
@@ -387,7 +387,7 @@ test("a write that fails fast is never re-sent to the same origin; a GET is (doc
   const w = await worker({
     HEDGE_ORIGINS: origins(a),
     HEDGE_METHODS: "GET,HEAD,PUT",
-    HEDGE_COLD_DELAY_MS: "10000",
+    HEDGE_TUNING: { cold_delay_ms: "10000" },
     HEDGE_LOG_LEVEL: "off",
   });
   const put = await w.fetch("/w", { method: "PUT", body: "x" });

@@ -25,7 +25,7 @@ for (const [header, values] of [
       headers: { "cache-control": PUBLIC, vary: header },
       body: `variant for ${req.headers[header] ?? "(none)"}`,
     }));
-    const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+    const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
     const [first, second] = values;
     const one = await get(w, "/v", { [header]: first });
     assert.equal(one.body, `variant for ${first}`);
@@ -66,7 +66,7 @@ for (const originBody of ["encoded", "plain"]) {
         ? { headers: { ...vary, "content-encoding": "gzip" }, body: gz }
         : { headers: vary, body: text },
     );
-    const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+    const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
     const decode = (res) => (res.headers["content-encoding"] === "gzip" ? zlib.gunzipSync(res.body) : res.body).toString();
     const via = [];
     for (let round = 0; round < 3; round++) {
@@ -87,7 +87,7 @@ for (const originBody of ["encoded", "plain"]) {
 
 test("Vary: * is never stored", async () => {
   const a = await origin("a", () => ({ headers: { "cache-control": PUBLIC, vary: "*" } }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   for (let i = 0; i < 3; i++) assert.notEqual((await get(w, "/star", {})).via, "cache");
   assert.equal(a.requests.length, 3);
 });
@@ -98,7 +98,7 @@ test("coalescing never hands one client's variant to another", async () => {
     headers: { "cache-control": PUBLIC, vary: "accept-language" },
     body: `variant for ${req.headers["accept-language"]}`,
   }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   await get(w, "/lang/warm", { "accept-language": "de" }); // the route answers storably
   const langs = ["fr", "en", "fr", "en", "de", "en"];
   const answers = await Promise.all(langs.map((l) => get(w, "/lang/x", { "accept-language": l })));
@@ -112,7 +112,7 @@ for (const framing of ["content-length", "chunked"]) {
     const a = await origin("a", (req) =>
       req.url === "/cut" ? { headers, reset: "mid-body", body: "7 bytes" } : { headers: { "cache-control": PUBLIC } },
     );
-    const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+    const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" }, HEDGE_LOG_LEVEL: "off" });
     // The client sees a broken answer: either its headers and then a cut
     // body, or (workerd 1.20261117, when the cut comes before the headers
     // are flushed) a reset connection.
@@ -141,7 +141,7 @@ for (const framing of ["content-length", "chunked"]) {
 test("concurrent requests for a response that is not storable take as long as a lone one", async () => {
   const DELAY_MS = 1_000;
   const a = await origin("a", () => ({ delayMs: DELAY_MS, headers: { "cache-control": "private" } }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   let started = Date.now();
   await get(w, "/p/lone", {});
   const lone = Date.now() - started;
@@ -165,7 +165,7 @@ test("a route that turns unstorable stops coalescing after one answer", async ()
     delayMs: storable ? 0 : DELAY_MS,
     headers: { "cache-control": storable ? PUBLIC : "private" },
   }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   await get(w, "/t/first", {}); // storable: the route coalesces
   storable = false;
   await get(w, "/t/second", {}); // not storable: the route stops coalescing

@@ -159,3 +159,23 @@ test("the check runs the parser of the built module it is given, not a second co
   assert.equal(r.status, 1, r.stdout + r.stderr);
   assert.match(r.stderr, /HEDGE_FROM_THE_MODULE: seen HEDGE_ORIGINS/);
 });
+
+test("a removed key fails the check with what replaced it; HEDGE_TUNING as a TOML table passes", () => {
+  const r = runCheck(
+    HEAD +
+      `workers_dev = true\n[vars]\n${ORIGINS("https://a.shop.net", "https://b.shop.net")}\nHEDGE_COLD_DELAY_MS = "100"\nHEDGE_POP_MAX_KEYS = "10"\n`,
+  );
+  assert.equal(r.status, 1, r.out);
+  assert.match(r.out, /HEDGE_COLD_DELAY_MS: removed.*HEDGE_TUNING = \{"cold_delay_ms"/);
+  assert.match(r.out, /HEDGE_POP_MAX_KEYS: removed.*constant/);
+  const tuned = runCheck(
+    HEAD +
+      `workers_dev = true\n[vars]\n${ORIGINS("https://a.shop.net", "https://b.shop.net")}\nHEDGE_TUNING = { cold_delay_ms = 100, cut_unpaid = false }\n`,
+  );
+  assert.equal(tuned.status, 0, tuned.out);
+  const typo = runCheck(
+    HEAD + `workers_dev = true\n[vars]\n${ORIGINS("https://a.shop.net", "https://b.shop.net")}\nHEDGE_TUNING = { cold_dely_ms = 100 }\n`,
+  );
+  assert.equal(typo.status, 1, typo.out);
+  assert.match(typo.out, /HEDGE_TUNING\.cold_dely_ms: unknown HEDGE_TUNING field/);
+});

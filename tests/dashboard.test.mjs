@@ -31,8 +31,7 @@ test("the dashboard shows the PoP's figures, charts them, and asks for the token
       HEDGE_CACHE: "false",
       HEDGE_MODE: "static",
       HEDGE_STATIC_DELAY_MS: "60",
-      HEDGE_POP_PUSH_EVERY_REQUESTS: "1",
-      HEDGE_POP_PUSH_INTERVAL_MS: "100",
+      HEDGE_TUNING: { pop_push_every_requests: "1", pop_push_interval_ms: "100" },
       // As the version_metadata binding gives it (wrangler.toml).
       CF_VERSION_METADATA: { id: "3f1c2a9e-7b4d-4e1a-9c2f-5d6e7f809a1b", tag: "", timestamp: "2026-12-05T00:00:00Z" },
     },

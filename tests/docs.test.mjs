@@ -52,11 +52,11 @@ test("every relative link in the README and docs/ resolves, anchors included", (
 test("the defaults the README's prose states are the declared ones", () => {
   const stated = [
     [/\((\d+)% by default\)/, "HEDGE_BUDGET_PERCENT"],
-    [/latency window \((\d+) s\)/, "HEDGE_WINDOW_SECS"],
-    [/a conservative (\d+) ms/, "HEDGE_COLD_DELAY_MS"],
-    [/degraded after (\d+) failures in a row/, "HEDGE_HEALTH_CONSECUTIVE_FAILURES"],
-    [/succeeds after (\d+) s/, "HEDGE_HEALTH_COOLDOWN_MS", (v) => String(Number(v) / 1000)],
-    [/hedges at p(\d+) instead/, "HEDGE_QUANTILE", (v) => v.replace(/^p/, "")],
+    [/latency window \((\d+) s\)/, "HEDGE_TUNING.window_secs"],
+    [/a conservative (\d+) ms/, "HEDGE_TUNING.cold_delay_ms"],
+    [/degraded after (\d+) failures in a row/, "HEDGE_TUNING.health_consecutive_failures"],
+    [/succeeds after (\d+) s/, "HEDGE_TUNING.health_cooldown_ms", (v) => String(Number(v) / 1000)],
+    [/hedges at p(\d+) instead/, "HEDGE_TUNING.quantile", (v) => v.replace(/^p/, "")],
   ];
   for (const [pattern, key, convert = (v) => v] of stated) {
     const m = readme.match(pattern);
@@ -65,12 +65,12 @@ test("the defaults the README's prose states are the declared ones", () => {
   }
   const rate = readme.match(/or a (\d+)%\s+failure rate/);
   assert.ok(rate);
-  assert.equal(Number(rate[1]) / 100, Number(declaredDefault("HEDGE_HEALTH_FAILURE_RATE")));
+  assert.equal(Number(rate[1]) / 100, Number(declaredDefault("HEDGE_TUNING.health_failure_rate")));
   const cut = readme.match(/past a\s+(\d+)% 5xx rate its hedges are cut to (\d+)%, past (\d+)%/);
   assert.ok(cut, "the README states the 5xx cuts");
-  assert.equal(Number(cut[1]) / 100, Number(declaredDefault("HEDGE_5XX_REDUCE_RATE")));
-  assert.equal(cut[2], declaredDefault("HEDGE_5XX_REDUCED_BUDGET_PERCENT"));
-  assert.equal(Number(cut[3]) / 100, Number(declaredDefault("HEDGE_5XX_STOP_RATE")));
+  assert.equal(Number(cut[1]) / 100, Number(declaredDefault("HEDGE_TUNING.5xx_reduce_rate")));
+  assert.equal(cut[2], declaredDefault("HEDGE_TUNING.5xx_reduced_budget_percent"));
+  assert.equal(Number(cut[3]) / 100, Number(declaredDefault("HEDGE_TUNING.5xx_stop_rate")));
 });
 
 test("the wasm size docs/cost.md states is within 10% of the build's", () => {

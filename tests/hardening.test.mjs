@@ -43,14 +43,10 @@ test("1,000 randomized races: no non-idempotent request reaches an origin twice"
     HEDGE_MODE: "static",
     HEDGE_STATIC_DELAY_MS: "5",
     HEDGE_BUDGET_PERCENT: "100",
-    HEDGE_BUDGET_MAX_TOKENS: "100000",
+    HEDGE_TUNING: { budget_max_tokens: "100000", health_consecutive_failures: "1000", health_failure_rate: "1", "5xx_reduce_rate": "1", "5xx_stop_rate": "1" },
     // Keyed hedging opted in, so keyed requests are raced too.
     HEDGE_IDEMPOTENCY_HEADER: "idempotency-key",
     // Failures must not stop hedging: this test is about what may be hedged.
-    HEDGE_HEALTH_CONSECUTIVE_FAILURES: "1000",
-    HEDGE_HEALTH_FAILURE_RATE: "1",
-    HEDGE_5XX_REDUCE_RATE: "1",
-    HEDGE_5XX_STOP_RATE: "1",
     HEDGE_CACHE: "false",
     // The 5xx and failures drawn here would print ~100 error log lines.
     HEDGE_LOG_LEVEL: "off",
@@ -203,7 +199,7 @@ test("faults: an origin that resets before headers on both legs gives a prompt 5
 test("hop-by-hop headers (RFC 9110 7.6.1), those Connection names, and client x-hedge-* never reach an origin", async () => {
   const a = await origin("a", () => ({ delayMs: 300 }));
   const b = await origin("b", () => ({ body: "from-b" }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_CACHE: "false", HEDGE_COLD_DELAY_MS: "20" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_CACHE: "false", HEDGE_TUNING: { cold_delay_ms: "20" } });
   // Over a raw connection, so nothing between the test and workerd tidies them up.
   const res = await raw(w.url, {
     path: "/hop",

@@ -162,8 +162,7 @@ test("configured routes keep their labels after a scanner, in the isolate and at
     HEDGE_STATS_TOKEN: TOKEN,
     HEDGE_CACHE: "false",
     HEDGE_ROUTES: JSON.stringify([{ prefix: "/api", name: "api" }]),
-    HEDGE_POP_PUSH_EVERY_REQUESTS: "1",
-    HEDGE_POP_PUSH_INTERVAL_MS: "100",
+    HEDGE_TUNING: { pop_push_every_requests: "1", pop_push_interval_ms: "100" },
   };
   const mf = new Miniflare({ ...workerOptions({ HEDGE_PRIMARY: "ordered", ...vars }), ...popAggregator() });
   try {
@@ -267,7 +266,7 @@ test("a cache copy claims its bytes from the isolate's held-body cap: an answer 
       chunks,
     };
   });
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_MAX_HELD_BODY_BYTES: String(1024 * KIB), HEDGE_STATS_TOKEN: TOKEN });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { max_held_body_bytes: String(1024 * KIB) }, HEDGE_STATS_TOKEN: TOKEN });
   for (const path of ["/big/declared", "/big/chunked", "/small/declared", "/small/chunked"]) {
     const res = await w.fetch(path);
     assert.equal(res.status, 200, path);

@@ -88,7 +88,7 @@ test("a route label value a client chose is escaped, and route labels are bounde
     HEDGE_ORIGINS: origins(a),
     HEDGE_STATS_TOKEN: TOKEN,
     HEDGE_CACHE: "false",
-    HEDGE_ROUTE_PREFIXES: JSON.stringify(['/we"ird\\']),
+    HEDGE_ROUTES: JSON.stringify([{ prefix: '/we"ird\\' }]),
   });
   await (await w.fetch('/we"ird\\/x')).text();
   for (let i = 0; i < 80; i++) await (await w.fetch(`/r${i}/x`)).text();
@@ -105,8 +105,7 @@ test("the PoP scope sums every isolate's pushes; without the aggregator it says 
     HEDGE_ORIGINS: origins(a),
     HEDGE_STATS_TOKEN: TOKEN,
     HEDGE_CACHE: "false",
-    HEDGE_POP_PUSH_EVERY_REQUESTS: "1",
-    HEDGE_POP_PUSH_INTERVAL_MS: "100",
+    HEDGE_TUNING: { pop_push_every_requests: "1", pop_push_interval_ms: "100" },
   };
   const pop = popAggregator();
   // Two Worker versions live at once, as in a gradual deployment.

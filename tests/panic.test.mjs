@@ -29,9 +29,7 @@ for (const when of ["now", "later"]) {
         HEDGE_ORIGINS: origins(a, b),
         // A cold delay far from the origins' 20 ms, and a PoP answer after
         // every few requests, so where the delay came from is unmistakable.
-        HEDGE_COLD_DELAY_MS: "5000",
-        HEDGE_MIN_DATA_POINTS: "20",
-        HEDGE_POP_PUSH_EVERY_REQUESTS: "5",
+        HEDGE_TUNING: { cold_delay_ms: "5000", min_data_points: "20", pop_push_every_requests: "5" },
         HEDGE_STATS_TOKEN: TOKEN,
       },
       { ...popAggregator(), scriptPath },

@@ -17,7 +17,7 @@ test("hedges prefer an origin in another zone", async () => {
       { name: "same-zone", url: sameZone.url, zone: "eu" },
       { name: "other-zone", url: otherZone.url, zone: "us" },
     ],
-    HEDGE_COLD_DELAY_MS: "20",
+    HEDGE_TUNING: { cold_delay_ms: "20" },
   });
   for (let i = 0; i < 4; i++) {
     const res = await w.fetch(`/z/${i}`);
@@ -33,10 +33,8 @@ test("a degraded origin gets no hedges until a trial after the cool-down succeed
   const b = await origin("b", () => (bHealthy ? { body: "from-b" } : { status: 502, body: "down" }));
   const w = await worker({
     HEDGE_ORIGINS: origins(a, b), // in different zones
-    HEDGE_COLD_DELAY_MS: "20",
-    // Longer than the rest of the first phase (4 requests of ~100 ms).
-    HEDGE_HEALTH_COOLDOWN_MS: "3000",
-    HEDGE_SAME_ORIGIN_HEDGE: "false",
+    // The cool-down: longer than the rest of the first phase (4 requests of ~100 ms).
+    HEDGE_TUNING: { cold_delay_ms: "20", health_cooldown_ms: "3000", same_origin_hedge: "false" },
   });
   // Five hedges fail at b (502: the primary's answer is used), then b is degraded.
   for (let i = 0; i < 8; i++) {
@@ -63,7 +61,7 @@ test("a hedge answered 503 (shed) never reaches the client: the primary answers"
   const b = await origin("b", (req) => (req.headers["x-hedge-attempt"] ? { status: 503, body: "shed" } : {}));
   const w = await worker({
     HEDGE_ORIGINS: origins(a, b), // in different zones
-    HEDGE_COLD_DELAY_MS: "20",
+    HEDGE_TUNING: { cold_delay_ms: "20" },
   });
   for (let i = 0; i < 3; i++) {
     const res = await w.fetch(`/s/${i}`);
@@ -75,7 +73,7 @@ test("a hedge answered 503 (shed) never reaches the client: the primary answers"
 
 test("a 5xx burst at the hedge target cuts hedges to the reduced budget; they recover after the window", async (t) => {
   // b answers every 4th request with 503 during the burst: a 5xx rate well
-  // past HEDGE_5XX_REDUCE_RATE and below HEDGE_5XX_STOP_RATE.
+  // past the 5xx reduce rate and below the 5xx stop rate.
   let burst = false;
   let seenInBurst = 0;
   const a = await origin("a", () => ({ delayMs: 100, body: "from-a" }));
@@ -86,30 +84,32 @@ test("a 5xx burst at the hedge target cuts hedges to the reduced budget; they re
   const w = await worker({
     HEDGE_ORIGINS: origins(a, b), // in different zones
     HEDGE_CACHE: "false",
-    // Every request is slow enough to hedge; the delay stays the cold one.
-    HEDGE_COLD_DELAY_MS: "20",
-    HEDGE_MIN_DATA_POINTS: "1000000",
     // Deposits per request only (no time floor): hedge counts do not depend on
     // how fast this machine runs the requests.
     HEDGE_BUDGET_PERCENT: "50",
-    HEDGE_BUDGET_MAX_TOKENS: "1",
     HEDGE_BUDGET_FLOOR_PER_SEC: "0",
-    HEDGE_5XX_REDUCE_RATE: "0.02",
-    HEDGE_5XX_REDUCED_BUDGET_PERCENT: "10",
-    HEDGE_5XX_STOP_RATE: "0.5",
-    // Not 1: the newest sub-windows holding this many requests count too, and
-    // b takes about one hedge a second during the burst, so with 1 a
-    // sub-window holding nothing but the burst's first 503 (100%) stopped
-    // hedging to b for the rest of the window; whether it did depended on
-    // where the sub-window boundaries fell (1 run in 4 here). With 5, no
-    // sub-window of the burst qualifies and the whole window decides.
-    HEDGE_HEALTH_MIN_REQUESTS: "5",
-    HEDGE_WINDOW_SECS: "6",
-    HEDGE_SUB_WINDOWS: "6",
-    // b is the only place a hedge can go (with same-origin hedges allowed,
-    // the tail-aware policy would hedge on a instead of the erroring b:
-    // tests/tail_aware.test.mjs).
-    HEDGE_SAME_ORIGIN_HEDGE: "false",
+    HEDGE_TUNING: {
+      // Every request is slow enough to hedge; the delay stays the cold one.
+      cold_delay_ms: "20",
+      min_data_points: "1000000",
+      budget_max_tokens: "1",
+      "5xx_reduce_rate": "0.02",
+      "5xx_reduced_budget_percent": "10",
+      "5xx_stop_rate": "0.5",
+      // Not 1: the newest sub-windows holding this many requests count too, and
+      // b takes about one hedge a second during the burst, so with 1 a
+      // sub-window holding nothing but the burst's first 503 (100%) stopped
+      // hedging to b for the rest of the window; whether it did depended on
+      // where the sub-window boundaries fell (1 run in 4 here). With 5, no
+      // sub-window of the burst qualifies and the whole window decides.
+      health_min_requests: "5",
+      window_secs: "6",
+      sub_windows: "6",
+      // b is the only place a hedge can go (with same-origin hedges allowed,
+      // the tail-aware policy would hedge on a instead of the erroring b:
+      // tests/tail_aware.test.mjs).
+      same_origin_hedge: "false",
+    },
   });
   const phase = async (name, n) => {
     const before = hedgesAt(b);

@@ -29,9 +29,7 @@ async function hedgeDelay(res) {
 
 const VARS = {
   // A cold default far from the origins' ~30 ms, so its use is unmistakable.
-  HEDGE_COLD_DELAY_MS: "5000",
-  HEDGE_MIN_DATA_POINTS: "20",
-  HEDGE_POP_PUSH_EVERY_REQUESTS: "10",
+  HEDGE_TUNING: { cold_delay_ms: "5000", min_data_points: "20", pop_push_every_requests: "10" },
   // These tests name the primary: the first origin.
   HEDGE_PRIMARY: "ordered",
 };
@@ -79,8 +77,7 @@ test("a fresh isolate sends no hedges to an origin the PoP has seen erroring", a
     {
       HEDGE_ORIGINS: origins(b, a),
       ...VARS,
-      HEDGE_HEALTH_CONSECUTIVE_FAILURES: "1000",
-      HEDGE_HEALTH_FAILURE_RATE: "1",
+      HEDGE_TUNING: { ...VARS.HEDGE_TUNING, health_consecutive_failures: "1000", health_failure_rate: "1" },
       HEDGE_LOG_LEVEL: "off",
     },
     popAggregator({ persistDir }),
@@ -98,9 +95,7 @@ test("a fresh isolate sends no hedges to an origin the PoP has seen erroring", a
     {
       HEDGE_ORIGINS: origins(a, b),
       ...VARS,
-      HEDGE_COLD_DELAY_MS: "20",
-      HEDGE_MIN_DATA_POINTS: "1000000",
-      HEDGE_SAME_ORIGIN_HEDGE: "false",
+      HEDGE_TUNING: { ...VARS.HEDGE_TUNING, cold_delay_ms: "20", min_data_points: "1000000", same_origin_hedge: "false" },
     },
     popAggregator({ persistDir }),
   );
@@ -159,7 +154,7 @@ for (const className of ["Throws", "Hangs"]) {
     let n = 0;
     const a = await origin("a", () => ({ delayMs: n++ % 30 === 29 ? 1_000 : 10 }));
     const b = await origin("b", () => ({ delayMs: 10 }));
-    const edge = workerOptions({ HEDGE_ORIGINS: origins(a, b), ...VARS, HEDGE_POP_TIMEOUT_MS: "200" });
+    const edge = workerOptions({ HEDGE_ORIGINS: origins(a, b), ...VARS, HEDGE_TUNING: { ...VARS.HEDGE_TUNING, pop_timeout_ms: "200" } });
     const mf = new Miniflare({
       workers: [
         {
@@ -194,7 +189,7 @@ test("the aggregator sheds pushes past its capacity, unread and cheaply, and wri
   const { startGated } = await import("../lab/pop-capacity.mjs");
   const a = await origin("a", () => ({ delayMs: 5 }));
   const b = await origin("b", () => ({ delayMs: 5 }));
-  const w = await startGated({ HEDGE_ORIGINS: origins(a, b), ...VARS, HEDGE_POP_PUSH_EVERY_REQUESTS: "5" });
+  const w = await startGated({ HEDGE_ORIGINS: origins(a, b), ...VARS, HEDGE_TUNING: { ...VARS.HEDGE_TUNING, pop_push_every_requests: "5" } });
   try {
     // Real pushes from the Worker, kept by the gate.
     for (let i = 0; i < 40; i++) await (await fetch(`${w.url}/api/item/${i}`)).arrayBuffer();

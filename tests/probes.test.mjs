@@ -14,10 +14,7 @@ const TOKEN = "test-token-0123456789abcdef";
 /** Probes every second, a push after every request (the verdicts ride the replies). */
 const PROBING = {
   HEDGE_PROBE_PATH: "/health",
-  HEDGE_PROBE_INTERVAL_S: "1",
-  HEDGE_PROBE_TIMEOUT_MS: "500",
-  HEDGE_POP_PUSH_EVERY_REQUESTS: "1",
-  HEDGE_POP_PUSH_INTERVAL_MS: "100",
+  HEDGE_TUNING: { probe_interval_s: "1", probe_timeout_ms: "500", pop_push_every_requests: "1", pop_push_interval_ms: "100" },
   HEDGE_CACHE: "false",
 };
 
@@ -87,7 +84,7 @@ test("an origin failing its probes loses its primaries before users see errors, 
 test("without a probe path, or with an idle PoP, origins get no probes", async () => {
   const a = await origin("a", () => ({ delayMs: 1 }));
   const w = await worker(
-    { HEDGE_ORIGINS: origins(a), HEDGE_POP_PUSH_EVERY_REQUESTS: "1", HEDGE_CACHE: "false" },
+    { HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { pop_push_every_requests: "1" }, HEDGE_CACHE: "false" },
     popAggregator(),
   );
   for (let i = 0; i < 5; i++) {
@@ -98,7 +95,7 @@ test("without a probe path, or with an idle PoP, origins get no probes", async (
 
   // With a path but no traffic at all, the aggregator never starts probing.
   const b = await origin("b", () => ({}));
-  await worker({ HEDGE_ORIGINS: origins(b), HEDGE_PROBE_PATH: "/health", HEDGE_PROBE_INTERVAL_S: "1" }, popAggregator());
+  await worker({ HEDGE_ORIGINS: origins(b), HEDGE_PROBE_PATH: "/health", HEDGE_TUNING: { probe_interval_s: "1" } }, popAggregator());
   await new Promise((r) => setTimeout(r, 2_500));
   assert.equal(b.requests.length, 0);
 });

@@ -15,7 +15,7 @@ const HANG_MS = 10_000; // a leg that "never" answers within a test
 test("fast primary: no hedge, one origin request, x-hedge none", async () => {
   const a = await origin("a", () => ({ body: "from-a" }));
   const b = await origin("b", () => ({ body: "from-b" }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "1000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_TUNING: { cold_delay_ms: "1000" } });
   const res = await w.fetch("/items/1?x=2");
   assert.equal(res.status, 200);
   assert.equal(await res.text(), "from-a");
@@ -37,7 +37,7 @@ const TRICKLE = { chunks: ["part-1;", "part-2;", "part-3;", "part-4;", "part-5;"
 test("slow primary: hedge after the delay wins, primary aborted at the origin", async (t) => {
   const a = await origin("a", () => ({ delayMs: HANG_MS, body: "from-a" }));
   const b = await origin("b", () => TRICKLE);
-  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "200" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_TUNING: { cold_delay_ms: "200" } });
   const sent = performance.now();
   const res = await w.fetch("/slow", { headers: { "x-request-id": "req-42", "accept-encoding": "identity" } });
   const headersAt = performance.now() - sent;
@@ -69,7 +69,7 @@ test("slow primary: hedge after the delay wins, primary aborted at the origin", 
 test("primary answers first after the hedge went out: the hedge is aborted", async () => {
   const a = await origin("a", () => ({ delayMs: 300, ...TRICKLE }));
   const b = await origin("b", () => ({ delayMs: HANG_MS, body: "from-b" }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "50" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_TUNING: { cold_delay_ms: "50" } });
   const res = await w.fetch("/p", { headers: { "accept-encoding": "identity" } });
   assert.equal(res.headers.get("x-hedge"), "primary");
   assert.equal(await res.text(), TRICKLE.chunks.join(""));
@@ -104,7 +104,7 @@ test("client x-hedge-* headers and hop-by-hop headers are not forwarded", async 
 test("primary fails fast with 503: hedge at once, long before the delay", async () => {
   const a = await origin("a", () => ({ status: 503, body: "busy" }));
   const b = await origin("b", () => ({ body: "from-b" }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   const sent = performance.now();
   const res = await w.fetch("/f");
   const body = await res.text();
@@ -118,7 +118,7 @@ test("primary fails fast with 503: hedge at once, long before the delay", async 
 test("primary refuses connections: hedge at once", async () => {
   const dead = { name: "dead", url: `http://127.0.0.1:${await closedPort()}` };
   const b = await origin("b", () => ({ body: "from-b" }));
-  const w = await worker({ HEDGE_ORIGINS: origins(dead, b), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(dead, b), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   const sent = performance.now();
   const res = await w.fetch("/r");
   const body = await res.text();
@@ -135,7 +135,7 @@ test("both origins answer 5xx: the client gets the primary's own answer, status,
     body: '{"origin":"a","state":"maintenance"}',
   }));
   const b = await origin("b", () => ({ status: 502, body: "b is down" }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   const sent = performance.now();
   const res = await w.fetch("/both");
   const body = await res.text();
@@ -156,7 +156,7 @@ test("both origins answer 5xx: the client gets the primary's own answer, status,
 test("the primary unreachable and the hedge answering 503: the hedge's answer goes out", async () => {
   const dead = { name: "dead", url: `http://127.0.0.1:${await closedPort()}` };
   const b = await origin("b", () => ({ status: 503, headers: { "retry-after": "5" }, body: "b sheds" }));
-  const w = await worker({ HEDGE_ORIGINS: origins(dead, b), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+  const w = await worker({ HEDGE_ORIGINS: origins(dead, b), HEDGE_TUNING: { cold_delay_ms: "10000" }, HEDGE_LOG_LEVEL: "off" });
   const res = await w.fetch("/half");
   assert.equal(res.status, 503);
   assert.equal(res.headers.get("retry-after"), "5");
@@ -167,7 +167,7 @@ test("the primary unreachable and the hedge answering 503: the hedge's answer go
 test("no origin answers at all: the Worker's own 502 says what each leg got, promptly", async () => {
   const deadA = { name: "a", url: `http://127.0.0.1:${await closedPort()}` };
   const deadB = { name: "b", url: `http://127.0.0.1:${await closedPort()}` };
-  const w = await worker({ HEDGE_ORIGINS: origins(deadA, deadB), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+  const w = await worker({ HEDGE_ORIGINS: origins(deadA, deadB), HEDGE_TUNING: { cold_delay_ms: "10000" }, HEDGE_LOG_LEVEL: "off" });
   const sent = performance.now();
   const res = await w.fetch("/none");
   const body = await res.json();
@@ -191,7 +191,7 @@ test("the primary and the hedge both fail fast: a third attempt answers, and onl
   // Each origin fails its first request fast and answers the next.
   const a = await origin("a", () => (++aCalls === 1 ? { status: 503, body: "a sheds" } : { body: "from-a" }));
   const b = await origin("b", () => (++bCalls === 1 ? { status: 502, body: "b is down" } : { body: "from-b" }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_TUNING: { cold_delay_ms: "10000" }, HEDGE_LOG_LEVEL: "off" });
   const sent = performance.now();
   const res = await w.fetch("/third");
   const body = await res.text();
@@ -205,7 +205,7 @@ test("the primary and the hedge both fail fast: a third attempt answers, and onl
   // Off: the double failure goes to the client as the primary's answer.
   aCalls = 0;
   bCalls = 0;
-  const off = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off", HEDGE_THIRD_ATTEMPT: "false" });
+  const off = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_TUNING: { cold_delay_ms: "10000", third_attempt: "false" }, HEDGE_LOG_LEVEL: "off",  });
   const failed = await off.fetch("/third-off");
   assert.equal(failed.status, 503);
   assert.equal(await failed.text(), "a sheds");
@@ -214,7 +214,7 @@ test("the primary and the hedge both fail fast: a third attempt answers, and onl
 test("a 500 is an answer, not a failure: it is returned without a hedge", async () => {
   const a = await origin("a", () => ({ status: 500, body: "app error" }));
   const b = await origin("b", () => ({}));
-  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   const res = await w.fetch("/e");
   assert.equal(res.status, 500);
   assert.equal(await res.text(), "app error");
@@ -226,7 +226,7 @@ test("no origin answers within HEDGE_TIMEOUT_MS: 504 and both legs aborted", asy
   const b = await origin("b", () => ({ delayMs: HANG_MS }));
   const w = await worker({
     HEDGE_ORIGINS: origins(a, b),
-    HEDGE_COLD_DELAY_MS: "50",
+    HEDGE_TUNING: { cold_delay_ms: "50" },
     HEDGE_TIMEOUT_MS: "400",
   });
   const sent = performance.now();
@@ -252,7 +252,7 @@ test("redirects from the origin are passed back, not followed", async () => {
 test("retry mode: the primary is abandoned at the timeout, then retried once", async () => {
   const a = await origin("a", () => ({ delayMs: HANG_MS }));
   const b = await origin("b", () => ({ delayMs: 200, body: "from-b" }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_MODE: "retry", HEDGE_RETRY_TIMEOUT_MS: "100" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_MODE: "retry", HEDGE_TUNING: { retry_timeout_ms: "100" } });
   const res = await w.fetch("/retry");
   assert.equal(await res.text(), "from-b");
   assert.equal(res.headers.get("x-hedge"), "hedge");
@@ -265,7 +265,7 @@ test("an origin's 304 to the client's own conditional request goes through, bodi
   const a = await origin("a", (req) =>
     req.headers["if-none-match"] === '"x"' ? { status: 304, headers: { etag: '"x"' }, body: "" } : { body: "full" },
   );
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   const res = await rawRequest(w.url, { path: "/c", headers: { "if-none-match": '"x"' } });
   assert.equal(res.status, 304);
   assert.equal(res.headers.etag, '"x"');
@@ -274,7 +274,7 @@ test("an origin's 304 to the client's own conditional request goes through, bodi
 
 test("an origin status no response may carry (999) is a 502 saying so, not the Worker's own 500", async () => {
   const a = await origin("a", () => ({ status: 999, body: "?" }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" }, HEDGE_LOG_LEVEL: "off" });
   const res = await w.fetch("/odd");
   assert.equal(res.status, 502);
   const body = await res.json();
@@ -287,7 +287,7 @@ test("an origin status no response may carry (999) is a 502 saying so, not the W
 test("a write in HEDGE_METHODS that fails on both origins gets no third attempt", async () => {
   const a = await origin("a", () => ({ status: 503, body: "a sheds" }));
   const b = await origin("b", () => ({ status: 503, body: "b sheds" }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_METHODS: "GET,HEAD,PUT", HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_METHODS: "GET,HEAD,PUT", HEDGE_TUNING: { cold_delay_ms: "10000" }, HEDGE_LOG_LEVEL: "off" });
   const res = await w.fetch("/w", { method: "PUT", body: "x" });
   assert.equal(res.status, 503);
   await res.text();
@@ -300,7 +300,7 @@ test("a third attempt that gets no answer does not hide the hedge's origin answe
   let calls = 0;
   // b sheds the hedge with its own 503, then resets the third attempt.
   const b = await origin("b", () => (++calls === 1 ? { status: 503, headers: { "retry-after": "7" }, body: "b sheds" } : { reset: "before-headers" }));
-  const w = await worker({ HEDGE_ORIGINS: origins(dead, b), HEDGE_COLD_DELAY_MS: "10000", HEDGE_LOG_LEVEL: "off" });
+  const w = await worker({ HEDGE_ORIGINS: origins(dead, b), HEDGE_TUNING: { cold_delay_ms: "10000" }, HEDGE_LOG_LEVEL: "off" });
   const res = await w.fetch("/kept");
   assert.equal(res.status, 503);
   assert.equal(res.headers.get("retry-after"), "7");

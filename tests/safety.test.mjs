@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { performance } from "node:perf_hooks";
 import { origins } from "./support/worker.mjs";
 import { origin, worker } from "./support/harness.mjs";
+import { captureLogs } from "./support/logs.mjs";
 
 
 test("POST without an idempotency key: exactly one origin request, however slow", async () => {
@@ -68,7 +69,7 @@ test("a keyed body over HEDGE_MAX_BODY_BYTES is sent once, whole, streamed", asy
     HEDGE_ORIGINS: origins(a, b),
     HEDGE_MODE: "static",
     HEDGE_STATIC_DELAY_MS: "10",
-    HEDGE_MAX_BODY_BYTES: "1024",
+    HEDGE_TUNING: { max_body_bytes: "1024" },
     HEDGE_IDEMPOTENCY_HEADER: "idempotency-key",
   });
   const payload = Buffer.alloc(64 * 1024, "y").toString() + "end";
@@ -92,7 +93,7 @@ test("budget: hedges stay within percent x N + floor allowance", async (t) => {
     HEDGE_STATIC_DELAY_MS: "20",
     HEDGE_BUDGET_PERCENT: String(PERCENT),
     HEDGE_BUDGET_FLOOR_PER_SEC: String(FLOOR_PER_SEC),
-    HEDGE_BUDGET_MAX_TOKENS: String(MAX_TOKENS),
+    HEDGE_TUNING: { budget_max_tokens: String(MAX_TOKENS) },
   });
   // Every request wants a hedge (the primary takes 500 ms, the delay is 20 ms).
   const started = performance.now();
@@ -140,4 +141,34 @@ test("bad config: missing origins", async () => {
   assert.equal(res.status, 500);
   const body = await res.json();
   assert.deepEqual(body.invalid_keys, ["HEDGE_ORIGINS"]);
+});
+
+test("a removed key never stops traffic: it is logged once with what replaced it, and HEDGE_TUNING takes its place", async () => {
+  const a = await origin("a", () => ({ body: "from-a" }));
+  const token = "stats-token-for-removed-key-test";
+  const logs = captureLogs();
+  const w = await worker(
+    {
+      HEDGE_ORIGINS: origins(a),
+      HEDGE_COLD_DELAY_MS: "40",
+      HEDGE_ROUTE_PREFIXES: JSON.stringify(["/api"]),
+      HEDGE_TUNING: { window_secs: "30" },
+      HEDGE_STATS_TOKEN: token,
+    },
+    { handleRuntimeStdio: logs.handleRuntimeStdio },
+  );
+  for (let i = 0; i < 3; i++) {
+    const res = await w.fetch(`/api/${i}`);
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), "from-a");
+  }
+  const stats = await (await w.fetch("/__hedge/stats", { headers: { authorization: `Bearer ${token}` } })).json();
+  assert.deepEqual(stats.config_errors.map((e) => e.key).sort(), ["HEDGE_COLD_DELAY_MS", "HEDGE_ROUTE_PREFIXES"]);
+  const cold = stats.config_errors.find((e) => e.key === "HEDGE_COLD_DELAY_MS");
+  assert.match(cold.reason, /HEDGE_TUNING = \{"cold_delay_ms"/);
+  await logs.until((lines) => lines.some((l) => l.includes("HEDGE_ROUTE_PREFIXES")));
+  const said = (key) => logs.lines.filter((l) => l.includes(`${key}: removed`)).length;
+  assert.equal(said("HEDGE_COLD_DELAY_MS"), 1, logs.lines.join("\n"));
+  assert.equal(said("HEDGE_ROUTE_PREFIXES"), 1);
+  assert.match(logs.lines.find((l) => l.includes("HEDGE_ROUTE_PREFIXES: removed")), /HEDGE_ROUTES/);
 });

@@ -12,7 +12,7 @@ test("a 20 MB body arrives intact", async () => {
   const chunks = Array.from({ length: 80 }, () => randomBytes(CHUNK)); // 20 MiB
   const expected = sha(Buffer.concat(chunks));
   const a = await origin("a", () => ({ chunks, headers: { "content-type": "application/octet-stream" } }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_COLD_DELAY_MS: "10000" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
   const res = await w.fetch("/big");
   assert.equal(res.status, 200);
   const body = Buffer.from(await res.arrayBuffer());
@@ -24,7 +24,7 @@ test("a body trickled over 2 s by the winning hedge: first bytes arrive before t
   const chunks = Array.from({ length: 10 }, (_, i) => `chunk-${i};`);
   const a = await origin("a", () => ({ delayMs: 20_000 }));
   const b = await origin("b", () => ({ chunks, chunkGapMs: 200 }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_COLD_DELAY_MS: "50" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a, b), HEDGE_TUNING: { cold_delay_ms: "50" } });
   // identity: a gzip layer between workerd and this client would hold small chunks back.
   const res = await w.fetch("/trickle", { headers: { "accept-encoding": "identity" } });
   assert.equal(res.headers.get("x-hedge"), "hedge");

@@ -15,7 +15,7 @@ test("primaries go to the faster origin; the slower one keeps a probe share", as
   const w = await worker({
     HEDGE_ORIGINS: origins(a, b),
     HEDGE_PRIMARY: "latency",
-    HEDGE_PRIMARY_PROBE_PERCENT: "5",
+    HEDGE_TUNING: { primary_probe_percent: "5" },
     // No hedging: only the primary choice is under test.
     HEDGE_MODE: "off",
   });
@@ -47,7 +47,7 @@ test("an origin that stops the world: its requests are hedged at the stall check
     // A hedge delay far beyond the stall check: a hedge before it is the stall's.
     HEDGE_MODE: "static",
     HEDGE_STATIC_DELAY_MS: "5000",
-    HEDGE_STALL_FACTOR: "3",
+    HEDGE_TUNING: { stall_factor: "3" },
   });
   // a's recent latency: ~20 ms, so a silence of ~60 ms with legs in flight is a stall.
   for (let i = 0; i < 30; i++) assert.equal(await (await w.fetch(`/s/warm/${i}`)).text(), "from-a");
@@ -76,12 +76,10 @@ test("a fast 503 is retried on the healthy peer even once the failing origin's b
   const b = await origin("b", () => ({ delayMs: 5, body: "from-b" }));
   const w = await worker({
     HEDGE_ORIGINS: origins(a, b),
-    HEDGE_COLD_DELAY_MS: "2000",
+    HEDGE_TUNING: { cold_delay_ms: "2000", health_consecutive_failures: "1000", health_failure_rate: "1" },
     // No per-second floor: retries live on what the traffic earns.
     HEDGE_BUDGET_FLOOR_PER_SEC: "0",
     // a stays in service: its 5xx rate, not its health, is under test.
-    HEDGE_HEALTH_CONSECUTIVE_FAILURES: "1000",
-    HEDGE_HEALTH_FAILURE_RATE: "1",
   });
   let failures = 0;
   const causes = {};
@@ -106,14 +104,10 @@ test("a straggler is hedged on its own origin rather than on a peer that sheds w
   const w = await worker({
     HEDGE_ORIGINS: origins(a, b),
     HEDGE_CACHE: "false",
-    HEDGE_COLD_DELAY_MS: "20",
-    HEDGE_MIN_DATA_POINTS: "1000000",
-    HEDGE_HEALTH_MIN_REQUESTS: "1",
+    HEDGE_TUNING: { cold_delay_ms: "20", min_data_points: "1000000", health_min_requests: "1", "5xx_reduced_budget_percent": "100", "5xx_stop_rate": "0.9" },
     // b's cut budget still has room for every hedge: only the choice of
     // target keeps hedges off it.
     HEDGE_BUDGET_PERCENT: "100",
-    HEDGE_5XX_REDUCED_BUDGET_PERCENT: "100",
-    HEDGE_5XX_STOP_RATE: "0.9",
   });
   // Teach the isolate b's 5xx rate: the first hedges go to b.
   for (let i = 0; i < 12; i++) await (await w.fetch(`/warm/${i}`)).text();

@@ -39,7 +39,7 @@ fn configurations() -> Vec<Configuration> {
             "1 s timeout + 1 retry",
             &[
                 ("HEDGE_MODE", "retry"),
-                ("HEDGE_RETRY_TIMEOUT_MS", "1000"),
+                ("HEDGE_TUNING", r#"{"retry_timeout_ms":1000}"#),
                 PREVIOUS,
             ],
         ),

@@ -25,7 +25,10 @@ fn state_stays_bounded_under_100k_distinct_paths() {
         r#"[{"name":"a","url":"http://127.0.0.1:1"}]"#.to_string(),
     );
     // Every path its own route key: the worst case for the tables.
-    vars.insert("HEDGE_ROUTE_SEGMENTS".to_string(), "3".to_string());
+    vars.insert(
+        "HEDGE_TUNING".to_string(),
+        r#"{"route_segments":3}"#.to_string(),
+    );
     let params = config::parse(&vars).expect("valid config");
     let mut estimator = LatencyEstimator::new(params.estimator);
     let mut stats = RouteStats::new(params.estimator.max_route_keys);

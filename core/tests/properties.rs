@@ -92,8 +92,8 @@ proptest! {
     fn config_parsing_never_panics_and_reports_every_bad_key(
         entries in prop::collection::btree_map(
             prop::sample::select(vec![
-                "HEDGE_ORIGINS", "HEDGE_MODE", "HEDGE_QUANTILE", "HEDGE_BUDGET_PERCENT",
-                "HEDGE_ROUTE_PREFIXES", "HEDGE_METHODS", "HEDGE_TIMEOUT_MS", "HEDGE_STATS_TOKEN",
+                "HEDGE_ORIGINS", "HEDGE_MODE", "HEDGE_TUNING", "HEDGE_BUDGET_PERCENT",
+                "HEDGE_ROUTES", "HEDGE_METHODS", "HEDGE_TIMEOUT_MS", "HEDGE_STATS_TOKEN",
                 "HEDGE_LOG_LEVEL", "HEDGE_POP_MAX_KEYS", "HEDGE_UNKNOWN_KEY",
             ]),
             ".{0,40}",

@@ -351,7 +351,7 @@ pub(crate) fn store_task(
     // The copy is a tee: what the cache has read and the client has not is
     // held by the runtime. A slow reader on a 48 MiB answer held +114 MB
     // (`node lab/slow-reader.mjs`), so a copy claims its bytes from the
-    // isolate's held-body cap (`HEDGE_MAX_HELD_BODY_BYTES`, shared with
+    // isolate's held-body cap (`HEDGE_TUNING.max_held_body_bytes`, shared with
     // request bodies held for replay): a declared length up front (not
     // stored if it does not fit), an unknown one chunk by chunk (the store
     // is dropped at the first chunk that does not fit). The client's answer

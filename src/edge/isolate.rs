@@ -41,10 +41,7 @@ pub(crate) fn get(env: &Env, now_ms: f64) -> Result<Shared, Rc<Vec<ConfigError>>
                 // Said once per isolate, not per request; the stats page
                 // lists them too.
                 for e in &errors {
-                    console_error!(
-                        "hedgehog-edge: invalid configuration, {} runs on its default: {e}",
-                        e.key
-                    );
+                    console_error!("hedgehog-edge: configuration, running on the default: {e}");
                 }
                 let mut isolate = Isolate::new(
                     params,

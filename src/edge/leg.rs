@@ -23,7 +23,7 @@ use hedgehog_core::request::outbound::{
 pub(crate) enum OutboundBody {
     /// No body.
     Empty,
-    /// Held in memory (bounded by `HEDGE_MAX_BODY_BYTES`): every leg gets a copy.
+    /// Held in memory (bounded by `HEDGE_TUNING.max_body_bytes`): every leg gets a copy.
     Buffered(Vec<u8>),
     /// A stream forwarded once (such requests are never hedged).
     Stream(Option<web_sys::ReadableStream>),

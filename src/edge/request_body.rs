@@ -1,8 +1,8 @@
 //! Reads a hedgeable request's body into memory, up to the replay caps.
 //!
 //! A body the hedge must resend is held in memory, but never more than
-//! `HEDGE_MAX_BODY_BYTES` of it, and never more than the isolate's
-//! `HEDGE_MAX_HELD_BODY_BYTES` for all bodies at once: a body that outgrows
+//! `HEDGE_TUNING.max_body_bytes` of it, and never more than the isolate's
+//! `HEDGE_TUNING.max_held_body_bytes` for all bodies at once: a body that outgrows
 //! either is forwarded once, as a stream of the bytes read so far followed by
 //! the rest, and the request is not hedged. Nothing the client sent is lost.
 

@@ -25,8 +25,8 @@
 
 use crate::estimation::window::{SlidingWindow, WindowParams, WindowSlot};
 
-/// Settings for [`OriginHealth`] (defaults: the `HEDGE_HEALTH_*` and
-/// `HEDGE_5XX_*` keys in `config::KEYS`).
+/// Settings for [`OriginHealth`] (defaults: the `health_*` and `5xx_*`
+/// fields of `HEDGE_TUNING` in `config::TUNING`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HealthParams {
     /// The sliding window failure rates are measured over.

@@ -606,7 +606,7 @@ mod tests {
     #[test]
     fn a_degraded_origin_gets_no_hedges_until_it_recovers() {
         let mut gate = funded(HedgeGate::new(
-            &params(&[("HEDGE_HEALTH_COOLDOWN_MS", "1000")]),
+            &params(&[("HEDGE_TUNING", r#"{"health_cooldown_ms":1000}"#)]),
             0.0,
         ));
         for _ in 0..5 {
@@ -639,7 +639,7 @@ mod tests {
     #[test]
     fn an_aborted_trial_frees_the_trial_slot() {
         let mut gate = funded(HedgeGate::new(
-            &params(&[("HEDGE_HEALTH_COOLDOWN_MS", "1000")]),
+            &params(&[("HEDGE_TUNING", r#"{"health_cooldown_ms":1000}"#)]),
             0.0,
         ));
         for _ in 0..5 {
@@ -676,9 +676,11 @@ mod tests {
                     r#"[{"name":"a","url":"http://a"},{"name":"c","url":"http://c"}]"#,
                 ),
                 ("HEDGE_BUDGET_PERCENT", "50"),
-                ("HEDGE_BUDGET_MAX_TOKENS", "1"),
                 ("HEDGE_BUDGET_FLOOR_PER_SEC", "0"),
-                ("HEDGE_SAME_ORIGIN_HEDGE", "false"),
+                (
+                    "HEDGE_TUNING",
+                    r#"{"budget_max_tokens":1,"same_origin_hedge":false}"#,
+                ),
             ]),
             0.0,
         )
@@ -769,7 +771,7 @@ mod tests {
         let mut gate = funded(HedgeGate::new(
             &params(&[
                 ("HEDGE_ORIGINS", r#"[{"name":"a","url":"http://a"}]"#),
-                ("HEDGE_SAME_ORIGIN_HEDGE", "false"),
+                ("HEDGE_TUNING", r#"{"same_origin_hedge":false}"#),
             ]),
             0.0,
         ));

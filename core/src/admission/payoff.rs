@@ -32,12 +32,12 @@ const THIRD_MAX_TOKENS: f64 = 10.0;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GuardParams {
     /// Mean event-loop lag from which the isolate sends no hedge for a slow
-    /// primary, ms (`HEDGE_ISOLATE_BUSY_LAG_MS`; 0: off).
+    /// primary, ms (`HEDGE_TUNING.isolate_busy_lag_ms`; 0: off).
     pub busy_lag_ms: f64,
-    /// Cut hedges of a cause that stopped winning (`HEDGE_CUT_UNPAID`).
+    /// Cut hedges of a cause that stopped winning (`HEDGE_TUNING.cut_unpaid`).
     pub cut_unpaid: bool,
     /// One more attempt when the primary and the hedge both failed fast
-    /// (`HEDGE_THIRD_ATTEMPT`).
+    /// (`HEDGE_TUNING.third_attempt`).
     pub third_attempt: bool,
 }
 

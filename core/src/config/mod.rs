@@ -33,9 +33,8 @@ use crate::pop::client::PopClientParams;
 pub use crate::pop::probes::ProbeParams;
 use crate::request::coalesce::CoalesceParams;
 use crate::request::eligibility::EligibilityParams;
-use crate::request::route_key::prefix_label;
 use crate::request::route_key::RouteKeyParams;
-pub use keys::{Key, Range, KEYS};
+pub use keys::{replacement, Key, Range, KEYS, REMOVED, TUNING};
 
 /// Keys that hold a secret: set with `wrangler secret put`, never in `[vars]`
 /// (a var is stored in the deployed script's settings in clear text).
@@ -97,12 +96,10 @@ pub struct Params {
 }
 
 impl Params {
-    /// The route labels an operator configured (route policy names and
-    /// `HEDGE_ROUTE_PREFIXES` keys): they always keep their label.
+    /// The route labels an operator configured (route policy names): they
+    /// always keep their label.
     pub fn configured_route_labels(&self) -> Vec<String> {
-        let names = self.routes.iter().map(|r| r.name.clone());
-        let prefixes = (self.route_keys.prefixes.iter()).map(|p| prefix_label(p));
-        names.chain(prefixes).collect()
+        self.routes.iter().map(|r| r.name.clone()).collect()
     }
 }
 
@@ -236,16 +233,16 @@ pub fn parse_lenient(
             .iter()
             .any(|e| e.key == "HEDGE_ORIGINS" || e.reason.starts_with("internal"))
     };
-    let mut errors = match parse(vars) {
-        Ok(params) => return Ok((params, Vec::new())),
+    // A HEDGE_TUNING that does not read leaves every field at its default.
+    let (mut vars, mut reported) = reader::spread_tuning(vars);
+    let mut errors = match parse_spread(&vars) {
+        Ok(params) => return Ok((params, reported)),
         Err(errors) => errors,
     };
-    let mut vars = vars.clone();
-    let mut reported: Vec<ConfigError> = Vec::new();
     // Each round drops the keys found wrong; a key that only conflicts with
     // another's default shows up in the next round. Every round drops at
     // least one key, so there are at most as many rounds as keys.
-    for _ in 0..=KEYS.len() {
+    for _ in 0..=vars.len() {
         if fatal(&errors) {
             reported.extend(errors);
             return Err(reported);
@@ -259,7 +256,7 @@ pub fn parse_lenient(
         if !dropped {
             return Err(reported);
         }
-        errors = match parse(&vars) {
+        errors = match parse_spread(&vars) {
             Ok(params) => return Ok((params, reported)),
             Err(more) => more,
         };
@@ -269,6 +266,19 @@ pub fn parse_lenient(
 
 /// Parses the `HEDGE_*` vars; on failure, every problem found.
 pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>> {
+    let (vars, mut errors) = reader::spread_tuning(vars);
+    match parse_spread(&vars) {
+        Ok(params) if errors.is_empty() => Ok(params),
+        Ok(_) => Err(errors),
+        Err(more) => {
+            errors.extend(more);
+            Err(errors)
+        }
+    }
+}
+
+/// [`parse`] of vars whose `HEDGE_TUNING` is already spread into keys.
+fn parse_spread(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>> {
     let mut r = Reader::new(vars);
     r.unknown_keys();
     let origins = r.origins();
@@ -276,7 +286,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
     let delay = DelayParams::read(&mut r);
     let budget = BudgetParams::read(&mut r);
     let eligibility = EligibilityParams::read(&mut r);
-    let max_held_body_bytes = r.integer("HEDGE_MAX_HELD_BODY_BYTES");
+    let max_held_body_bytes = r.integer("HEDGE_TUNING.max_held_body_bytes");
     let route_keys = RouteKeyParams::read(&mut r);
     let estimator = EstimatorParams::read(&mut r);
     let timeout_ms = r.number("HEDGE_TIMEOUT_MS");
@@ -288,7 +298,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
     let stats = StatsParams::read(&mut r);
     let log_level = parts::log_level(&mut r);
     let analytics_sample_percent = r.number("HEDGE_ANALYTICS_SAMPLE_PERCENT");
-    let same_origin_hedge = r.boolean("HEDGE_SAME_ORIGIN_HEDGE");
+    let same_origin_hedge = r.boolean("HEDGE_TUNING.same_origin_hedge");
     let cache = r.boolean("HEDGE_CACHE");
     let coalesce = CoalesceParams::read(&mut r, cache);
     let guards = parts::guards(&mut r, policy, mode);
@@ -377,11 +387,21 @@ mod tests {
             ["HEDGE_BUDGET_PERCENT", "HEDGE_QUANTIL", "HEDGE_STATS_TOKEN"]
         );
         // Keys in conflict: both fall back, and the result parses cleanly.
-        vars.insert("HEDGE_MIN_DELAY_MS".into(), "5000".into());
-        vars.insert("HEDGE_MAX_DELAY_MS".into(), "100".into());
+        vars.insert(
+            "HEDGE_TUNING".into(),
+            r#"{"5xx_reduce_rate":0.5,"5xx_stop_rate":0.1}"#.into(),
+        );
         let (params, errors) = parse_lenient(&vars).expect("runs on defaults");
-        assert!(params.delay.min_delay_ms <= params.delay.max_delay_ms);
-        assert!(errors.iter().any(|e| e.key.starts_with("HEDGE_M")));
+        assert!(params.health.stop_above_5xx_rate >= params.health.reduce_above_5xx_rate);
+        assert!(errors.iter().any(|e| e.key.starts_with("HEDGE_TUNING.5xx")));
+        // Only one of the pair set, in conflict with the other's default:
+        // the one set falls back, not the whole configuration.
+        vars.insert("HEDGE_TUNING".into(), r#"{"5xx_reduce_rate":0.5}"#.into());
+        let (params, errors) = parse_lenient(&vars).expect("runs on defaults");
+        assert_eq!(params.health, defaults().health);
+        assert!(errors
+            .iter()
+            .any(|e| e.key == "HEDGE_TUNING.5xx_reduce_rate"));
     }
 
     #[test]
@@ -455,7 +475,7 @@ mod tests {
     fn every_bad_key_is_reported_at_once() {
         let errors = parse(&vars(&[
             ORIGINS,
-            ("HEDGE_QUANTILE", "p10"),
+            ("HEDGE_TUNING", r#"{"quantile":"p10"}"#),
             ("HEDGE_BUDGET_PERCENT", "lots"),
             ("HEDGE_METHODS", "GET,POST"),
             ("HEDGE_TYPO_KEY", "1"),
@@ -463,7 +483,7 @@ mod tests {
         .expect_err("invalid");
         let keys = keys_of(&errors);
         for key in [
-            "HEDGE_QUANTILE",
+            "HEDGE_TUNING.quantile",
             "HEDGE_BUDGET_PERCENT",
             "HEDGE_METHODS",
             "HEDGE_TYPO_KEY",
@@ -484,7 +504,8 @@ mod tests {
     #[test]
     fn quantile_accepts_both_notations() {
         for (raw, q) in [("p99", 0.99), ("0.9", 0.9), ("P99.9", 0.999)] {
-            let params = parse(&vars(&[ORIGINS, ("HEDGE_QUANTILE", raw)])).expect(raw);
+            let tuning = format!(r#"{{"quantile":"{raw}"}}"#);
+            let params = parse(&vars(&[ORIGINS, ("HEDGE_TUNING", &tuning)])).expect(raw);
             assert!((params.delay.quantile - q).abs() < 1e-12, "{raw}");
         }
     }
@@ -514,14 +535,69 @@ mod tests {
     }
 
     #[test]
-    fn min_delay_above_max_is_an_error() {
-        let errors = parse(&vars(&[
+    fn tuning_fields_read_as_keys_and_each_bad_one_is_named() {
+        let tuning = r#"{"cold_delay_ms":40,"cut_unpaid":false,"quantile":"p99"}"#;
+        let params = parse(&vars(&[ORIGINS, ("HEDGE_TUNING", tuning)])).expect("valid");
+        assert_eq!(params.delay.cold_delay_ms, 40.0);
+        assert!((params.delay.quantile - 0.99).abs() < 1e-12);
+        let bad = r#"{"cold_delay_ms":-1, "cold_delay" : 5,"window_secs":"x"}"#;
+        let errors = parse(&vars(&[ORIGINS, ("HEDGE_TUNING", bad)])).expect_err("invalid");
+        let mut keys = keys_of(&errors);
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "HEDGE_TUNING.cold_delay",
+                "HEDGE_TUNING.cold_delay_ms",
+                "HEDGE_TUNING.window_secs"
+            ]
+        );
+        // Not a flat object of scalars: named, and every field at its default.
+        for raw in [
+            "[1]",
+            r#"{"window_secs":[1]}"#,
+            r#"{"cold_delay_ms":40,}"#,
+            r#"{"cold_delay_ms":null}"#,
+            r#"{"quantile":"p\u0039"}"#,
+            r#"{"cold_delay_ms":40} x"#,
+        ] {
+            let (params, errors) =
+                parse_lenient(&vars(&[ORIGINS, ("HEDGE_TUNING", raw)])).expect("runs");
+            assert_eq!(keys_of(&errors), vec!["HEDGE_TUNING"], "{raw}");
+            assert_eq!(params.delay, defaults().delay, "{raw}");
+        }
+        let spaced = parse(&vars(&[ORIGINS, ("HEDGE_TUNING", " { } ")])).expect("empty object");
+        assert_eq!(spaced.delay, defaults().delay);
+    }
+
+    #[test]
+    fn a_removed_key_is_named_with_its_replacement_and_never_stops_traffic() {
+        let set = [
             ORIGINS,
-            ("HEDGE_MIN_DELAY_MS", "500"),
-            ("HEDGE_MAX_DELAY_MS", "100"),
-        ]))
-        .expect_err("invalid");
-        assert_eq!(keys_of(&errors), vec!["HEDGE_MIN_DELAY_MS"]);
+            ("HEDGE_COLD_DELAY_MS", "40"),
+            ("HEDGE_ROUTE_PREFIXES", r#"["/api"]"#),
+            ("HEDGE_POP_MAX_KEYS", "10"),
+        ];
+        let errors = parse(&vars(&set)).expect_err("a check reports them");
+        let reason = |key: &str| (errors.iter().find(|e| e.key == key)).map(|e| e.reason.clone());
+        let cold = reason("HEDGE_COLD_DELAY_MS").expect("named");
+        assert!(
+            cold.contains(r#"HEDGE_TUNING = {"cold_delay_ms""#),
+            "{cold}"
+        );
+        let prefixes = reason("HEDGE_ROUTE_PREFIXES").expect("named");
+        assert!(prefixes.contains("HEDGE_ROUTES"), "{prefixes}");
+        assert!(reason("HEDGE_POP_MAX_KEYS")
+            .expect("named")
+            .contains("constant"));
+        // The Worker runs on, its value ignored, each one reported once.
+        let (params, errors) = parse_lenient(&vars(&set)).expect("runs");
+        assert_eq!(params.delay, defaults().delay);
+        assert_eq!(errors.len(), 3);
+        for (key, _) in REMOVED {
+            assert!(replacement(key).is_some(), "{key}");
+        }
+        assert_eq!(replacement("HEDGE_BUDGET_PERCENT"), None);
     }
 
     #[test]
@@ -567,7 +643,7 @@ mod tests {
 
     #[test]
     fn every_declared_default_is_in_its_own_range() {
-        for key in KEYS {
+        for key in KEYS.iter().chain(TUNING) {
             let ok = match key.range {
                 Range::Number { min, max } => key
                     .default
@@ -592,10 +668,16 @@ mod tests {
     fn every_key_read_is_declared_once() {
         // Parsing the defaults reads every key; an undeclared read is an error.
         assert!(parse(&vars(&[ORIGINS])).is_ok());
-        let mut names: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
+        let mut names: Vec<&str> = KEYS.iter().chain(TUNING).map(|k| k.name).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), KEYS.len(), "a key is declared twice");
+        assert_eq!(
+            names.len(),
+            KEYS.len() + TUNING.len(),
+            "a key is declared twice"
+        );
+        // Each one a setting a user has a reason to set (issue 32's bound).
+        assert!(KEYS.len() <= 20, "{} settings", KEYS.len());
     }
 
     #[test]
@@ -605,6 +687,14 @@ mod tests {
             assert!(
                 readme.contains(&format!("`{key}`")),
                 "{key} missing from README.md"
+            );
+        }
+        let tuning = include_str!("../../../docs/tuning.md");
+        for Key { name: key, .. } in TUNING {
+            let field = key.trim_start_matches("HEDGE_TUNING.");
+            assert!(
+                tuning.contains(&format!("`{field}`")),
+                "{field} missing from docs/tuning.md"
             );
         }
     }
@@ -621,11 +711,17 @@ mod tests {
         // the parser reads an absent key's default from KEYS, not from a
         // second copy in the code.
         let base = parse(&vars(&[ORIGINS])).expect("valid");
-        for key in KEYS.iter().filter(|k| k.range == Range::Text) {
+        for key in KEYS.iter().chain(TUNING).filter(|k| k.range == Range::Text) {
             if matches!(key.default, "required" | "none") {
                 continue;
             }
-            let set = parse(&vars(&[ORIGINS, (key.name, key.default)])).unwrap_or_else(|e| {
+            let tuning = (key.name.strip_prefix("HEDGE_TUNING."))
+                .map(|field| format!(r#"{{"{field}":"{}"}}"#, key.default));
+            let set = match &tuning {
+                Some(object) => ("HEDGE_TUNING", object.as_str()),
+                None => (key.name, key.default),
+            };
+            let set = parse(&vars(&[ORIGINS, set])).unwrap_or_else(|e| {
                 panic!(
                     "{}: its default {:?} does not parse: {e:?}",
                     key.name, key.default

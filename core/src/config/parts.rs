@@ -23,6 +23,31 @@ use crate::request::route_key::RouteKeyParams;
 /// scheduling noise would look like one.
 const STALL_MIN_MS: f64 = 20.0;
 
+// Former settings that no deployment had a reason to change, kept at the
+// defaults every lab run and test has used (docs/request-path.md and
+// docs/pop.md have the runs); `keys::REMOVED` tells a configuration that
+// still names one.
+
+/// Adaptive delays are clamped to [5 ms, 2 s]: below 5 ms a hedge races
+/// timer noise; past 2 s a hedge no longer helps the tail the budget pays for.
+const MIN_DELAY_MS: f64 = 5.0;
+const MAX_DELAY_MS: f64 = 2_000.0;
+/// Local samples at which the isolate's own quantile weighs as much as the
+/// PoP's (a few seconds of one isolate's traffic at the lab's rates).
+const POP_BLEND_SAMPLES: u64 = 200;
+/// (origin, route key) latency windows one isolate keeps: each is about
+/// 1.5 KB, so 64 bound the estimator near 100 KB (`core/tests/memory_bound.rs`).
+const MAX_ROUTE_KEYS: usize = 64;
+/// Sketches one aggregator keeps, and how long a key no push names lives.
+const POP_MAX_KEYS: usize = 2_048;
+const POP_IDLE_MS: f64 = 600_000.0;
+/// The aggregator's name where a request carries no `cf.colo` (local runs).
+const POP_FALLBACK_NAME: &str = "default";
+/// A coalesced request waits at most this long for the shared fetch before
+/// fetching for itself; distinct URLs coalesced at once per isolate.
+const COALESCE_MAX_WAIT_MS: f64 = 5_000.0;
+const COALESCE_MAX_KEYS: usize = 1_024;
+
 /// Methods hedged without an idempotency key may only be these.
 const IDEMPOTENT: &[&str] = &["GET", "HEAD", "OPTIONS", "PUT", "DELETE"];
 
@@ -30,25 +55,15 @@ const IDEMPOTENT: &[&str] = &["GET", "HEAD", "OPTIONS", "PUT", "DELETE"];
 
 impl DelayParams {
     pub(super) fn read(r: &mut Reader<'_>) -> Self {
-        let delay = Self {
-            quantile: r.parsed("HEDGE_QUANTILE", quantile, 0.0),
-            offset_ms: r.number("HEDGE_OFFSET_MS"),
-            min_delay_ms: r.number("HEDGE_MIN_DELAY_MS"),
-            max_delay_ms: r.number("HEDGE_MAX_DELAY_MS"),
-            cold_delay_ms: r.number("HEDGE_COLD_DELAY_MS"),
-            min_data_points: r.integer("HEDGE_MIN_DATA_POINTS"),
-            pop_blend_samples: r.integer("HEDGE_POP_BLEND_SAMPLES"),
-        };
-        if delay.min_delay_ms > delay.max_delay_ms {
-            r.fail(
-                "HEDGE_MIN_DELAY_MS",
-                format!(
-                    "must not exceed HEDGE_MAX_DELAY_MS ({})",
-                    delay.max_delay_ms
-                ),
-            );
+        Self {
+            quantile: r.parsed("HEDGE_TUNING.quantile", quantile, 0.0),
+            offset_ms: r.number("HEDGE_TUNING.offset_ms"),
+            min_delay_ms: MIN_DELAY_MS,
+            max_delay_ms: MAX_DELAY_MS,
+            cold_delay_ms: r.number("HEDGE_TUNING.cold_delay_ms"),
+            min_data_points: r.integer("HEDGE_TUNING.min_data_points"),
+            pop_blend_samples: POP_BLEND_SAMPLES,
         }
-        delay
     }
 }
 
@@ -82,7 +97,7 @@ pub(super) fn mode(r: &mut Reader<'_>) -> HedgeMode {
             }
         }
         "retry" => HedgeMode::Retry {
-            timeout_ms: r.number("HEDGE_RETRY_TIMEOUT_MS"),
+            timeout_ms: r.number("HEDGE_TUNING.retry_timeout_ms"),
         },
         _ => HedgeMode::Adaptive,
     }
@@ -115,9 +130,9 @@ pub(super) fn policy(r: &mut Reader<'_>) -> HedgePolicy {
 pub(super) fn guards(r: &mut Reader<'_>, policy: HedgePolicy, mode: HedgeMode) -> GuardParams {
     let tail_aware = policy == HedgePolicy::TailAware;
     let adaptive = tail_aware && mode == HedgeMode::Adaptive;
-    let busy_lag_ms = r.number("HEDGE_ISOLATE_BUSY_LAG_MS");
-    let cut_unpaid = r.boolean("HEDGE_CUT_UNPAID");
-    let third_attempt = r.boolean("HEDGE_THIRD_ATTEMPT");
+    let busy_lag_ms = r.number("HEDGE_TUNING.isolate_busy_lag_ms");
+    let cut_unpaid = r.boolean("HEDGE_TUNING.cut_unpaid");
+    let third_attempt = r.boolean("HEDGE_TUNING.third_attempt");
     GuardParams {
         busy_lag_ms: if adaptive { busy_lag_ms } else { 0.0 },
         cut_unpaid: cut_unpaid && adaptive,
@@ -139,10 +154,10 @@ impl OriginLoadParams {
             other => Err(format!("expected latency or ordered, got {other:?}")),
         };
         let by_latency = r.parsed("HEDGE_PRIMARY", read, true);
-        let stall_factor = r.number("HEDGE_STALL_FACTOR");
+        let stall_factor = r.number("HEDGE_TUNING.stall_factor");
         Self {
             by_latency: by_latency && tail_aware,
-            probe_share: r.number("HEDGE_PRIMARY_PROBE_PERCENT") / 100.0,
+            probe_share: r.number("HEDGE_TUNING.primary_probe_percent") / 100.0,
             stall_factor: if tail_aware { stall_factor } else { 0.0 },
             stall_min_ms: STALL_MIN_MS,
             leg_expiry_ms: timeout_ms,
@@ -158,7 +173,7 @@ impl BudgetParams {
         Self {
             percent: r.number("HEDGE_BUDGET_PERCENT"),
             floor_per_sec: r.number("HEDGE_BUDGET_FLOOR_PER_SEC"),
-            max_tokens: r.number("HEDGE_BUDGET_MAX_TOKENS"),
+            max_tokens: r.number("HEDGE_TUNING.budget_max_tokens"),
         }
     }
 }
@@ -170,7 +185,7 @@ impl EligibilityParams {
         Self {
             methods: r.parsed("HEDGE_METHODS", methods, Vec::new()),
             idempotency_header: r.parsed("HEDGE_IDEMPOTENCY_HEADER", idempotency_header, None),
-            max_body_bytes: r.integer("HEDGE_MAX_BODY_BYTES"),
+            max_body_bytes: r.integer("HEDGE_TUNING.max_body_bytes"),
         }
     }
 }
@@ -209,25 +224,12 @@ fn idempotency_header(raw: &str) -> Result<Option<String>, String> {
     Ok(Some(name))
 }
 
-/// Most `HEDGE_ROUTE_PREFIXES`.
-const MAX_ROUTE_PREFIXES: usize = 64;
-
 // === impl RouteKeyParams ===
 
 impl RouteKeyParams {
     pub(super) fn read(r: &mut Reader<'_>) -> Self {
-        let prefixes = |raw: &str| match serde_json::from_str::<Vec<String>>(raw) {
-            Ok(prefixes) if prefixes.len() > MAX_ROUTE_PREFIXES => Err(format!(
-                "{} prefixes; at most {MAX_ROUTE_PREFIXES} (each is a metrics label)",
-                prefixes.len()
-            )),
-            Ok(prefixes) if prefixes.iter().all(|p| p.starts_with('/')) => Ok(prefixes),
-            Ok(_) => Err("every prefix must start with '/'".to_string()),
-            Err(e) => Err(format!("expected a JSON array of strings: {e}")),
-        };
         Self {
-            prefixes: r.parsed("HEDGE_ROUTE_PREFIXES", prefixes, Vec::new()),
-            segments: r.integer("HEDGE_ROUTE_SEGMENTS") as usize,
+            segments: r.integer("HEDGE_TUNING.route_segments") as usize,
         }
     }
 }
@@ -238,10 +240,10 @@ impl EstimatorParams {
     pub(super) fn read(r: &mut Reader<'_>) -> Self {
         Self {
             window: WindowParams {
-                window_ms: r.number("HEDGE_WINDOW_SECS") * 1000.0,
-                sub_windows: r.integer("HEDGE_SUB_WINDOWS") as usize,
+                window_ms: r.number("HEDGE_TUNING.window_secs") * 1000.0,
+                sub_windows: r.integer("HEDGE_TUNING.sub_windows") as usize,
             },
-            max_route_keys: r.integer("HEDGE_MAX_ROUTE_KEYS") as usize,
+            max_route_keys: MAX_ROUTE_KEYS,
         }
     }
 }
@@ -255,18 +257,24 @@ impl HealthParams {
         let health = Self {
             window,
             trial_timeout_ms: timeout_ms,
-            consecutive_failures: r.integer("HEDGE_HEALTH_CONSECUTIVE_FAILURES") as u32,
-            failure_rate: r.number("HEDGE_HEALTH_FAILURE_RATE"),
-            min_requests: r.integer("HEDGE_HEALTH_MIN_REQUESTS"),
-            cooldown_ms: r.number("HEDGE_HEALTH_COOLDOWN_MS"),
-            reduce_above_5xx_rate: r.number("HEDGE_5XX_REDUCE_RATE"),
-            reduced_budget_percent: r.number("HEDGE_5XX_REDUCED_BUDGET_PERCENT"),
-            stop_above_5xx_rate: r.number("HEDGE_5XX_STOP_RATE"),
+            consecutive_failures: r.integer("HEDGE_TUNING.health_consecutive_failures") as u32,
+            failure_rate: r.number("HEDGE_TUNING.health_failure_rate"),
+            min_requests: r.integer("HEDGE_TUNING.health_min_requests"),
+            cooldown_ms: r.number("HEDGE_TUNING.health_cooldown_ms"),
+            reduce_above_5xx_rate: r.number("HEDGE_TUNING.5xx_reduce_rate"),
+            reduced_budget_percent: r.number("HEDGE_TUNING.5xx_reduced_budget_percent"),
+            stop_above_5xx_rate: r.number("HEDGE_TUNING.5xx_stop_rate"),
         };
         if health.stop_above_5xx_rate < health.reduce_above_5xx_rate {
+            // Blamed on a key that is set, so that dropping it (as a running
+            // Worker does) resolves the conflict: the stop rate when both are.
+            let (key, other) = match r.raw("HEDGE_TUNING.5xx_stop_rate") {
+                Some(_) => ("HEDGE_TUNING.5xx_stop_rate", "5xx_reduce_rate"),
+                None => ("HEDGE_TUNING.5xx_reduce_rate", "5xx_stop_rate"),
+            };
             r.fail(
-                "HEDGE_5XX_STOP_RATE",
-                "must not be below HEDGE_5XX_REDUCE_RATE",
+                key,
+                format!("conflicts with {other}: the stop rate must not be below the reduce rate"),
             );
         }
         health
@@ -278,37 +286,29 @@ impl HealthParams {
 impl PopConfig {
     /// The PoP aggregate; its answers are used for one latency `window`.
     pub(super) fn read(r: &mut Reader<'_>, window: WindowParams) -> Self {
-        let name = |raw: &str| match raw.trim() {
-            "" => Err("must not be empty".to_string()),
-            name => Ok(name.to_string()),
-        };
         Self {
             client: PopClientParams {
-                push_interval_ms: r.number("HEDGE_POP_PUSH_INTERVAL_MS"),
-                push_every_requests: r.integer("HEDGE_POP_PUSH_EVERY_REQUESTS"),
+                push_interval_ms: r.number("HEDGE_TUNING.pop_push_interval_ms"),
+                push_every_requests: r.integer("HEDGE_TUNING.pop_push_every_requests"),
                 stale_ms: window.window_ms,
                 enabled: true,
                 max_backoff_ms: MAX_PUSH_BACKOFF_MS,
             },
             aggregate: PopParams {
                 window,
-                max_keys: r.integer("HEDGE_POP_MAX_KEYS") as usize,
-                idle_ms: r.number("HEDGE_POP_IDLE_SECS") * 1000.0,
+                max_keys: POP_MAX_KEYS,
+                idle_ms: POP_IDLE_MS,
             },
-            timeout_ms: r.number("HEDGE_POP_TIMEOUT_MS"),
+            timeout_ms: r.number("HEDGE_TUNING.pop_timeout_ms"),
             probes: ProbeParams {
                 path: match r.raw("HEDGE_PROBE_PATH").map(str::trim) {
                     None | Some("") | Some("none") => None,
                     Some(_) => Some(r.parsed("HEDGE_PROBE_PATH", probe_path, String::new())),
                 },
-                interval_ms: r.number("HEDGE_PROBE_INTERVAL_S") * 1000.0,
-                timeout_ms: r.number("HEDGE_PROBE_TIMEOUT_MS"),
+                interval_ms: r.number("HEDGE_TUNING.probe_interval_s") * 1000.0,
+                timeout_ms: r.number("HEDGE_TUNING.probe_timeout_ms"),
             },
-            // An empty name is the same as none: the declared default.
-            fallback_name: match r.raw("HEDGE_POP_FALLBACK_NAME") {
-                Some("") => r.default_text("HEDGE_POP_FALLBACK_NAME").to_string(),
-                _ => r.parsed("HEDGE_POP_FALLBACK_NAME", name, String::new()),
-            },
+            fallback_name: POP_FALLBACK_NAME.to_string(),
         }
     }
 }
@@ -390,8 +390,8 @@ impl CoalesceParams {
     pub(super) fn read(r: &mut Reader<'_>, cache: bool) -> Self {
         Self {
             enabled: r.boolean("HEDGE_COALESCE") && cache,
-            max_wait_ms: r.number("HEDGE_COALESCE_MAX_WAIT_MS"),
-            max_flights: r.integer("HEDGE_COALESCE_MAX_KEYS") as usize,
+            max_wait_ms: COALESCE_MAX_WAIT_MS,
+            max_flights: COALESCE_MAX_KEYS,
             max_waiters: MAX_WAITERS_PER_FLIGHT,
         }
     }

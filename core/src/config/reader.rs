@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::keys::{Key, Range, KEYS};
+use super::keys::{replacement, Key, Range, KEYS, TUNING, TUNING_PREFIX};
 use super::ConfigError;
 
 /// Collects errors while reading keys, so one pass reports all of them.
@@ -39,9 +39,9 @@ impl<'a> Reader<'a> {
     /// The declaration of `key`; a read of an undeclared key is reported as
     /// a configuration error (a test keeps every read declared).
     fn declared(&mut self, key: &str) -> Option<Key> {
-        let found = KEYS.iter().find(|k| k.name == key).copied();
+        let found = (KEYS.iter().chain(TUNING)).find(|k| k.name == key).copied();
         if found.is_none() {
-            self.fail(key, "internal: read but not declared in KEYS");
+            self.fail(key, "internal: read but not declared in KEYS or TUNING");
         }
         found
     }
@@ -131,11 +131,6 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// A key's declared default, as text.
-    pub(super) fn default_text(&mut self, key: &str) -> &'static str {
-        self.declared(key).map_or("", |k| k.default)
-    }
-
     /// A text key's value, or its declared default when absent.
     pub(super) fn text(&mut self, key: &str) -> &'a str {
         match (self.raw(key), self.declared(key)) {
@@ -171,20 +166,115 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// Every `HEDGE_*` key (and `HEDGE_TUNING` field) that is not declared:
+    /// a removed one with what replaced it, any other as a likely typo.
     pub(super) fn unknown_keys(&mut self) {
-        let unknown: Vec<String> = self
-            .vars
-            .keys()
-            .filter(|k| {
-                k.starts_with("HEDGE_") && !KEYS.iter().any(|known| known.name == k.as_str())
-            })
+        let declared = |k: &str| (KEYS.iter().chain(TUNING)).any(|known| known.name == k);
+        let unknown: Vec<String> = (self.vars.keys())
+            .filter(|k| k.starts_with("HEDGE_") && !declared(k))
             .cloned()
             .collect();
         for key in unknown {
-            self.fail(
-                &key,
-                "unknown key (a typo?); see the README's configuration table",
-            );
+            match replacement(&key) {
+                Some(instead) => self.fail(
+                    &key,
+                    format!(
+                        "removed, not read any more (its value is ignored); instead: {instead}"
+                    ),
+                ),
+                None if key.starts_with(TUNING_PREFIX) => self.fail(
+                    &key,
+                    "unknown HEDGE_TUNING field (a typo?); see docs/tuning.md",
+                ),
+                None => self.fail(
+                    &key,
+                    "unknown key (a typo?); see the README's configuration table",
+                ),
+            }
         }
     }
+}
+
+/// `vars` with the `HEDGE_TUNING` object spread into one key per field
+/// (`HEDGE_TUNING.cold_delay_ms`), so each field is read, checked and, when
+/// wrong, dropped on its own like any key; a value that is not a JSON
+/// object is an error of `HEDGE_TUNING` (every field then at its default).
+pub(super) fn spread_tuning(
+    vars: &BTreeMap<String, String>,
+) -> (BTreeMap<String, String>, Vec<ConfigError>) {
+    let mut out = vars.clone();
+    let mut errors = Vec::new();
+    let Some(raw) = out.remove("HEDGE_TUNING") else {
+        return (out, errors);
+    };
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return (out, errors);
+    }
+    match flat_object(raw) {
+        Ok(fields) => {
+            for (field, text) in fields {
+                out.insert(format!("{TUNING_PREFIX}{field}"), text);
+            }
+        }
+        Err(reason) => errors.push(ConfigError {
+            key: "HEDGE_TUNING".to_string(),
+            reason: format!("expected a JSON object of numbers, true / false or text (docs/tuning.md): {reason}"),
+        }),
+    }
+    (out, errors)
+}
+
+/// The fields of a flat JSON object whose values are numbers, `true` /
+/// `false` or strings without escapes, each as the text a key would hold (the
+/// reader then checks it as it checks any key). Written out rather than a
+/// serde_json deserializer: this is all `HEDGE_TUNING` needs, and the generic
+/// parser instantiated for it cost 11 KB of wasm.
+fn flat_object(raw: &str) -> Result<Vec<(String, String)>, String> {
+    let mut rest = raw.trim_start().strip_prefix('{').ok_or("no '{'")?;
+    let mut fields = Vec::new();
+    loop {
+        rest = rest.trim_start();
+        if let Some(after) = rest.strip_prefix('}') {
+            return match after.trim().is_empty() {
+                true => Ok(fields),
+                false => Err("text after the object".to_string()),
+            };
+        }
+        if !fields.is_empty() {
+            rest = rest
+                .strip_prefix(',')
+                .ok_or("expected ',' or '}'")?
+                .trim_start();
+        }
+        let (field, after) = quoted(rest).ok_or("expected a field name in double quotes")?;
+        rest = after
+            .trim_start()
+            .strip_prefix(':')
+            .ok_or("expected ':'")?
+            .trim_start();
+        let (value, after) = match quoted(rest) {
+            Some(found) => found,
+            None => {
+                let end = (rest.find(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c))))
+                    .unwrap_or(rest.len());
+                match &rest[..end] {
+                    "" | "null" => {
+                        return Err(format!("{field}: expected a number, true / false, or text"))
+                    }
+                    token => (token, &rest[end..]),
+                }
+            }
+        };
+        fields.push((field.to_string(), value.to_string()));
+        rest = after;
+    }
+}
+
+/// A string in double quotes at the start of `text` (no escapes), and the text after it.
+fn quoted(text: &str) -> Option<(&str, &str)> {
+    let inner = text.strip_prefix('"')?;
+    let end = inner.find('"')?;
+    let value = &inner[..end];
+    (!value.contains('\\')).then_some((value, &inner[end + 1..]))
 }

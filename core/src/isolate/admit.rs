@@ -82,7 +82,7 @@ pub enum BodyPlan {
     },
     /// Held in memory up to `cap` bytes for the hedge to resend.
     Hold {
-        /// At most this many bytes (`HEDGE_MAX_BODY_BYTES`).
+        /// At most this many bytes (`HEDGE_TUNING.max_body_bytes`).
         cap: u64,
     },
     /// Forwarded once, streamed.

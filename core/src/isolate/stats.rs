@@ -25,7 +25,7 @@ struct StatsJson<'a> {
     budget_tokens: f64,
     /// Body bytes held now (request bodies for replay, answers' copies on
     /// their way into the cache), and the most ever at once
-    /// (capped by HEDGE_MAX_HELD_BODY_BYTES).
+    /// (capped by HEDGE_TUNING.max_held_body_bytes).
     held_body_bytes: u64,
     held_body_bytes_peak: u64,
     origins: Vec<OriginJson<'a>>,

@@ -24,7 +24,7 @@ pub const BUCKETS_S: [f64; 13] = [
     0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 /// Most route labels a push may carry: 64 route policies, 64
-/// `HEDGE_ROUTE_PREFIXES`, 64 unconfigured labels and [`OTHER_ROUTE`], with room.
+/// `HEDGE_ROUTES`, 64 unconfigured labels and [`OTHER_ROUTE`], with room.
 pub const MAX_METRIC_ROUTES: usize = 256;
 /// The route label of requests whose key has no label of its own.
 pub const OTHER_ROUTE: &str = "_other";

@@ -1,6 +1,6 @@
 //! Which route keys get a label of their own in the stats and metrics.
 //!
-//! Configured routes (`HEDGE_ROUTES` names, `HEDGE_ROUTE_PREFIXES`) always
+//! Configured routes (`HEDGE_ROUTES` names) always
 //! keep theirs. Other keys (the leading path segments of whatever clients
 //! send) share [`MAX_UNCONFIGURED_LABELS`] labels: a key holds one while it
 //! is used, and one idle for [`LABEL_IDLE_MS`] gives its place up, its counts

@@ -18,7 +18,7 @@ pub const DOWN_AFTER: u32 = 2;
 /// Intervals after which a verdict is no longer handed out.
 pub const STALE_AFTER_PROBES: f64 = 3.0;
 
-/// The probes' settings (`HEDGE_PROBE_*`).
+/// The probes' settings (`HEDGE_PROBE_PATH` and its `HEDGE_TUNING` fields).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeParams {
     /// The path probed on every origin; `None`: no probes.

@@ -124,7 +124,7 @@ fn a_stalled_origin_is_hedged_at_the_stall_check_before_the_delay() {
     let mut h = hedger(&[
         ("HEDGE_PRIMARY", "ordered"),
         ("HEDGE_STATIC_DELAY_MS", "1000"),
-        ("HEDGE_STALL_FACTOR", "3"),
+        ("HEDGE_TUNING", r#"{"stall_factor":3}"#),
     ]);
     learn_latency(&mut h, 0.0);
     // Two requests go out at 100 ms and nothing answers: a 60 ms silence
@@ -153,7 +153,7 @@ fn a_stall_check_that_finds_none_looks_again_then_waits_out_the_delay() {
     let mut h = hedger(&[
         ("HEDGE_PRIMARY", "ordered"),
         ("HEDGE_STATIC_DELAY_MS", "100"),
-        ("HEDGE_STALL_FACTOR", "3"),
+        ("HEDGE_TUNING", r#"{"stall_factor":3}"#),
     ]);
     learn_latency(&mut h, 0.0);
     let mut slow = start(&mut h, 100.0);
@@ -219,7 +219,7 @@ fn shed_hedge_waits_for_the_primary() {
 
 #[test]
 fn both_fail() {
-    let mut h = hedger(&[("HEDGE_THIRD_ATTEMPT", "false")]);
+    let mut h = hedger(&[("HEDGE_TUNING", r#"{"third_attempt":false}"#)]);
     let mut race = start(&mut h, 0.0);
     h.leg_finished(&mut race, Leg::Primary, Err("reset".into()), 2.0);
     h.hedge_sent(&mut race, 2.0);
@@ -235,7 +235,7 @@ fn both_fail() {
 
 #[test]
 fn both_answer_with_errors_and_the_primary_answer_is_delivered() {
-    let mut h = hedger(&[("HEDGE_THIRD_ATTEMPT", "false")]);
+    let mut h = hedger(&[("HEDGE_TUNING", r#"{"third_attempt":false}"#)]);
     let mut race = start(&mut h, 0.0);
     h.leg_finished(&mut race, Leg::Primary, Ok(503), 2.0);
     h.hedge_sent(&mut race, 2.0);
@@ -249,7 +249,7 @@ fn both_answer_with_errors_and_the_primary_answer_is_delivered() {
 
 #[test]
 fn no_origin_answered_at_all() {
-    let mut h = hedger(&[("HEDGE_THIRD_ATTEMPT", "false")]);
+    let mut h = hedger(&[("HEDGE_TUNING", r#"{"third_attempt":false}"#)]);
     let mut race = start(&mut h, 0.0);
     h.leg_finished(&mut race, Leg::Primary, Err("reset".into()), 2.0);
     h.hedge_sent(&mut race, 2.0);
@@ -261,7 +261,7 @@ fn no_origin_answered_at_all() {
 
 #[test]
 fn timeout_cuts_every_leg_and_blames_their_origins() {
-    let mut h = hedger(&[("HEDGE_HEALTH_CONSECUTIVE_FAILURES", "1")]);
+    let mut h = hedger(&[("HEDGE_TUNING", r#"{"health_consecutive_failures":1}"#)]);
     let mut race = start(&mut h, 0.0);
     h.timer_fired(&mut race, 100.0);
     h.hedge_sent(&mut race, 100.0);
@@ -280,7 +280,7 @@ fn timeout_cuts_every_leg_and_blames_their_origins() {
 
 #[test]
 fn client_gone_cuts_every_leg_and_blames_no_origin() {
-    let mut h = hedger(&[("HEDGE_HEALTH_CONSECUTIVE_FAILURES", "1")]);
+    let mut h = hedger(&[("HEDGE_TUNING", r#"{"health_consecutive_failures":1}"#)]);
     let mut race = start(&mut h, 0.0);
     assert_eq!(
         h.client_gone(&mut race, 50.0),
@@ -342,7 +342,10 @@ fn an_ineligible_request_is_planned_without_a_hedge() {
 
 #[test]
 fn retry_mode_abandons_the_primary_when_the_timer_fires() {
-    let mut h = hedger(&[("HEDGE_MODE", "retry"), ("HEDGE_RETRY_TIMEOUT_MS", "1000")]);
+    let mut h = hedger(&[
+        ("HEDGE_MODE", "retry"),
+        ("HEDGE_TUNING", r#"{"retry_timeout_ms":1000}"#),
+    ]);
     let mut race = start(&mut h, 0.0);
     assert_eq!(
         h.timer_fired(&mut race, 1_000.0),
@@ -422,9 +425,10 @@ fn a_slow_double_failure_and_a_request_that_may_not_be_hedged_get_no_third() {
 fn busy_rule_hedger() -> Hedger {
     hedger(&[
         ("HEDGE_MODE", "adaptive"),
-        ("HEDGE_COLD_DELAY_MS", "100"),
-        ("HEDGE_ISOLATE_BUSY_LAG_MS", "5"),
-        ("HEDGE_STALL_FACTOR", "0"),
+        (
+            "HEDGE_TUNING",
+            r#"{"cold_delay_ms":100,"isolate_busy_lag_ms":5,"stall_factor":0}"#,
+        ),
     ])
 }
 

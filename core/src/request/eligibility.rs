@@ -79,7 +79,7 @@ pub enum NotHedgeableReason {
     BodyTooLarge,
     /// A protocol upgrade cannot be repeated.
     Upgrade,
-    /// The isolate already holds `HEDGE_MAX_HELD_BODY_BYTES` of bodies for replay.
+    /// The isolate already holds `HEDGE_TUNING.max_held_body_bytes` of bodies for replay.
     HeldBodiesFull,
     /// It names another method in a method-override header.
     MethodOverride,

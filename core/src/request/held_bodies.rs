@@ -1,7 +1,7 @@
 //! Request bodies held in memory so the hedge can resend them, capped per
 //! isolate.
 //!
-//! One body is capped by `HEDGE_MAX_BODY_BYTES`, but many at once could still
+//! One body is capped by `HEDGE_TUNING.max_body_bytes`, but many at once could still
 //! exhaust an isolate's memory (150 concurrent 1 MiB uploads are 150 MiB, over
 //! a Worker's 128 MB). Bytes are claimed as they are read; a body whose next
 //! chunk does not fit is forwarded once, streamed, and not hedged. Nothing

@@ -1,8 +1,9 @@
 //! Maps a request path to a route key: the unit latency is tracked by.
 //!
 //! Paths are unbounded (ids, hashes, query-like segments), so a key is never
-//! the raw path. It is the longest configured prefix that matches, or else the
-//! first few path segments, cut to a fixed length. The estimator still caps
+//! the raw path. Outside the routes an operator names (`HEDGE_ROUTES`, whose
+//! names are their keys) it is the first few path segments, cut to a fixed
+//! length. The estimator still caps
 //! how many keys it tracks; this only keeps each key meaningful and short.
 
 use std::borrow::Cow;
@@ -13,9 +14,7 @@ pub const MAX_ROUTE_KEY_BYTES: usize = 64;
 /// Settings for [`route_key`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RouteKeyParams {
-    /// Path prefixes that name a route (longest match wins), e.g. `/api/search`.
-    pub prefixes: Vec<String>,
-    /// Without a matching prefix: how many leading path segments form the key.
+    /// How many leading path segments form the key.
     pub segments: usize,
 }
 
@@ -81,15 +80,6 @@ pub fn match_path(path: &str) -> Cow<'_, str> {
 /// [`match_path`] spells it.
 pub fn route_key(path: &str, params: &RouteKeyParams) -> String {
     let path = match_path(path);
-    let path = path.as_ref();
-    let best_prefix = params
-        .prefixes
-        .iter()
-        .filter(|prefix| path.starts_with(match_path(prefix).as_ref()))
-        .max_by_key(|prefix| prefix.len());
-    if let Some(prefix) = best_prefix {
-        return prefix_label(prefix);
-    }
     let mut key = String::new();
     for segment in path
         .split('/')
@@ -103,11 +93,6 @@ pub fn route_key(path: &str, params: &RouteKeyParams) -> String {
         key.push('/');
     }
     truncate(&key)
-}
-
-/// The route key a configured prefix gives its paths.
-pub fn prefix_label(prefix: &str) -> String {
-    truncate(prefix)
 }
 
 fn truncate(key: &str) -> String {
@@ -125,11 +110,8 @@ fn truncate(key: &str) -> String {
 mod tests {
     use super::*;
 
-    fn params(prefixes: &[&str], segments: usize) -> RouteKeyParams {
-        RouteKeyParams {
-            prefixes: prefixes.iter().map(|p| p.to_string()).collect(),
-            segments,
-        }
+    fn params(segments: usize) -> RouteKeyParams {
+        RouteKeyParams { segments }
     }
 
     #[test]
@@ -159,15 +141,8 @@ mod tests {
     }
 
     #[test]
-    fn longest_configured_prefix_wins() {
-        let p = params(&["/api/", "/api/search"], 1);
-        assert_eq!(route_key("/api/search?q=1", &p), "/api/search");
-        assert_eq!(route_key("/api/users/42", &p), "/api/");
-    }
-
-    #[test]
     fn unmatched_paths_use_leading_segments() {
-        let p = params(&["/api/"], 2);
+        let p = params(2);
         assert_eq!(route_key("/static/img/logo.png", &p), "/static/img");
         assert_eq!(route_key("/static", &p), "/static");
         assert_eq!(route_key("//x//y/z", &p), "/x/y");
@@ -175,14 +150,14 @@ mod tests {
 
     #[test]
     fn root_and_zero_segments_map_to_slash() {
-        assert_eq!(route_key("/", &params(&[], 1)), "/");
-        assert_eq!(route_key("/anything/at/all", &params(&[], 0)), "/");
+        assert_eq!(route_key("/", &params(1)), "/");
+        assert_eq!(route_key("/anything/at/all", &params(0)), "/");
     }
 
     #[test]
     fn long_keys_are_cut_on_a_char_boundary() {
         let long = format!("/{}", "é".repeat(100));
-        let key = route_key(&long, &params(&[], 1));
+        let key = route_key(&long, &params(1));
         assert!(key.len() <= MAX_ROUTE_KEY_BYTES);
         assert!(long.starts_with(&key));
     }

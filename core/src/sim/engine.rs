@@ -843,10 +843,10 @@ mod tests {
         let mut off = run(&p, &config(&[("HEDGE_MODE", "off")])).expect("runs");
         let mut unguarded = run(
             &p,
-            &config(&[
-                ("HEDGE_ISOLATE_BUSY_LAG_MS", "0"),
-                ("HEDGE_CUT_UNPAID", "false"),
-            ]),
+            &config(&[(
+                "HEDGE_TUNING",
+                r#"{"isolate_busy_lag_ms":0,"cut_unpaid":false}"#,
+            )]),
         )
         .expect("runs");
         let mut guarded = run(&p, &config(&[])).expect("runs");
@@ -865,7 +865,11 @@ mod tests {
     #[test]
     fn a_third_attempt_saves_double_fast_failures() {
         let p = params("fast-503-both", 30.0);
-        let without = run(&p, &config(&[("HEDGE_THIRD_ATTEMPT", "false")])).expect("runs");
+        let without = run(
+            &p,
+            &config(&[("HEDGE_TUNING", r#"{"third_attempt":false}"#)]),
+        )
+        .expect("runs");
         let with = run(&p, &config(&[])).expect("runs");
         assert!(without.errors > 0, "2% x 2% of 6,000 requests fail twice");
         assert_eq!(with.errors, 0);
