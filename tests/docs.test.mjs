@@ -6,6 +6,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { gzipSync } from "node:zlib";
+import { execFileSync } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -80,4 +81,18 @@ test("the wasm size docs/cost.md states is within 10% of the build's", () => {
   const stated = Number(m[1].replaceAll(",", ""));
   const built = gzipSync(readFileSync(path.join(root, "build/index_bg.wasm")), { level: 9 }).length;
   assert.ok(Math.abs(built - stated) <= 0.1 * stated, `docs/cost.md says ${stated} bytes gzipped; the build is ${built}`);
+});
+
+test("docs/layout.md names every source file", () => {
+  const layout = readFileSync(path.join(root, "docs/layout.md"), "utf8");
+  const files = execFileSync("git", ["ls-files", "src", "core/src", "core/examples", "core/tests", "lab", "scripts", "tests", "dashboard"], { cwd: root, encoding: "utf8" })
+    .split("\n")
+    .filter((f) => /\.(rs|mjs|js|py|sh|toml|html)$/.test(f) && !f.startsWith("dashboard/dist/") && !f.startsWith("lab-results/"));
+  const missing = files.filter((f) => {
+    const base = path.basename(f);
+    const stem = base.replace(/\.test\.mjs$|\.(rs|mjs|js|py|sh|toml|html)$/, "");
+    if (stem === "mod" && f.endsWith(".rs")) return false; // a folder's module: named by its folder
+    return !layout.includes(base) && !new RegExp("`[^`]*\\b" + stem.replace(/[-.]/g, "\\$&") + "\\b").test(layout);
+  });
+  assert.deepEqual(missing, [], "add them to docs/layout.md");
 });

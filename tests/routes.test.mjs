@@ -142,11 +142,11 @@ test("a route with its own budget stops on its own PoP share while the rest keep
   // (100% of its requests) is over its own 10%.
   const deadline = Date.now() + 10_000;
   let seen;
-  for (let i = 0; (seen = await skip(`/api/${i}`)) !== "pop_budget"; i++) {
+  for (let i = 0; (seen = await skip(`/api/${i}`)) !== "pop-budget"; i++) {
     assert.ok(Date.now() < deadline, `the route never stopped: last ${seen}`);
     await new Promise((r) => setTimeout(r, 50));
   }
   // The global share is its own: other routes keep hedging.
   assert.equal(await skip("/other/1"), "hedge");
-  assert.equal(await skip("/api/again"), "pop_budget");
+  assert.equal(await skip("/api/again"), "pop-budget");
 });

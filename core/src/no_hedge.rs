@@ -9,8 +9,6 @@ use crate::request::eligibility::NotHedgeableReason;
 pub enum NoHedge {
     /// The request may not be sent twice (method, body, upgrade).
     NotEligible(NotHedgeableReason),
-    /// The PoP as a whole is over the hedge budget.
-    PopOverBudget,
     /// Hedging is off (`HEDGE_MODE=off`).
     Off,
     /// A hedge was wanted when the delay ran out (or after a fast failure)
@@ -23,7 +21,6 @@ impl NoHedge {
     pub fn as_str(&self) -> &'static str {
         match self {
             NoHedge::NotEligible(reason) => reason.as_str(),
-            NoHedge::PopOverBudget => "pop_budget",
             NoHedge::Off => "off",
             NoHedge::Denied(denied) => denied.as_str(),
         }
@@ -42,17 +39,24 @@ mod tests {
             NoHedge::NotEligible(NotHedgeableReason::Upgrade),
             NoHedge::NotEligible(NotHedgeableReason::HeldBodiesFull),
             NoHedge::NotEligible(NotHedgeableReason::MethodOverride),
-            NoHedge::PopOverBudget,
             NoHedge::Off,
             NoHedge::Denied(HedgeDenied::Budget),
             NoHedge::Denied(HedgeDenied::PrimaryErroring),
             NoHedge::Denied(HedgeDenied::NoTarget),
             NoHedge::Denied(HedgeDenied::IsolateBusy),
             NoHedge::Denied(HedgeDenied::NotPaying),
+            NoHedge::Denied(HedgeDenied::PopBudget),
         ];
         let mut names: Vec<&str> = all.iter().map(NoHedge::as_str).collect();
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), all.len(), "{names:?}");
+        // One spelling: lower case words joined by '-'.
+        for name in names {
+            assert!(
+                name.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
+                "{name}"
+            );
+        }
     }
 }

@@ -45,7 +45,7 @@ impl HedgeDenied {
             HedgeDenied::NoTarget => "no-target",
             HedgeDenied::IsolateBusy => "isolate-busy",
             HedgeDenied::NotPaying => "not-paying",
-            HedgeDenied::PopBudget => "pop_budget",
+            HedgeDenied::PopBudget => "pop-budget",
         }
     }
 }
