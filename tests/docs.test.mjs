@@ -96,3 +96,11 @@ test("docs/layout.md names every source file", () => {
   });
   assert.deepEqual(missing, [], "add them to docs/layout.md");
 });
+
+test("the build is within the wasm size budget the README states", () => {
+  const m = readme.match(/<!-- wasm-budget -->([\d,]+)<!-- \/wasm-budget -->/);
+  assert.ok(m, "the README states a size budget");
+  const budget = Number(m[1].replaceAll(",", ""));
+  const built = gzipSync(readFileSync(path.join(root, "build/index_bg.wasm")), { level: 9 }).length;
+  assert.ok(built <= budget, `the wasm is ${built} bytes gzipped, over the README's budget of ${budget}: cut something, or raise the budget in the same commit and say why`);
+});
