@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::admission::payoff::CAUSES;
 use crate::observe::route_labels::RouteLabels;
+pub use crate::observe::route_labels::OTHER_ROUTE;
 use crate::observe::route_stats::RaceSummary;
 use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
 
@@ -26,8 +27,6 @@ pub const BUCKETS_S: [f64; 13] = [
 /// Most route labels a push may carry: 64 route policies, 64
 /// `HEDGE_ROUTES`, 64 unconfigured labels and [`OTHER_ROUTE`], with room.
 pub const MAX_METRIC_ROUTES: usize = 256;
-/// The route label of requests whose key has no label of its own.
-pub const OTHER_ROUTE: &str = "_other";
 /// How a leg ended, in the order of [`OriginMetrics::legs`].
 pub const LEG_OUTCOMES: [&str; 5] = ["won", "lost", "aborted", "shed", "failed"];
 /// The legs, in the order of [`OriginMetrics::legs`].

@@ -8,8 +8,8 @@
 //! segments cost the configured routes nothing, and cost ordinary keys their
 //! labels only while the scan goes on.
 
-use crate::observe::metrics::OTHER_ROUTE;
-
+/// The route label of requests whose key has no label of its own.
+pub const OTHER_ROUTE: &str = "_other";
 /// Most labels held for keys no operator configured.
 pub const MAX_UNCONFIGURED_LABELS: usize = 64;
 /// A key unused this long gives its label up when another needs it.

@@ -334,7 +334,7 @@ pub fn run(
     } else {
         0.0
     };
-    let p99 = super::report::percentile(&mut sim.result.latencies_ms.clone(), 0.99);
+    let p99 = super::percentile::percentile(&mut sim.result.latencies_ms.clone(), 0.99);
     for &(latency, why) in &sim.result.unhedged {
         if latency >= p99 {
             *sim.result.slow_unhedged.entry(why).or_default() += 1;

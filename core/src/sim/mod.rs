@@ -17,6 +17,7 @@
 mod engine;
 mod isolate_cpu;
 mod origin;
+mod percentile;
 mod report;
 mod rng;
 mod scenario;
@@ -25,9 +26,8 @@ mod timeline;
 pub use engine::{run, Configuration, RunResult, SimParams};
 pub use isolate_cpu::IsolateCpu;
 pub use origin::{Episode, LatencyModel, OriginSpec, StallSpec};
-pub use report::{
-    markdown_table, oracle_bound, percentile, summary_table, OracleBound, Row, SummaryLine,
-};
+pub use percentile::percentile;
+pub use report::{markdown_table, oracle_bound, summary_table, OracleBound, Row, SummaryLine};
 pub use rng::Rng;
 pub use scenario::{scenario, Scenario, SCENARIO_NAMES};
 pub use timeline::{Block, Timeline};

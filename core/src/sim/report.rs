@@ -1,16 +1,7 @@
 //! Percentiles, the oracle bound and the report table (the lab's columns).
 
 use super::engine::RunResult;
-
-/// The `q`-quantile of `samples` (nearest rank); sorts them in place.
-pub fn percentile(samples: &mut [f64], q: f64) -> f64 {
-    if samples.is_empty() {
-        return f64::NAN;
-    }
-    samples.sort_unstable_by(f64::total_cmp);
-    let rank = ((q * samples.len() as f64).ceil() as usize).clamp(1, samples.len());
-    samples[rank - 1]
-}
+use super::percentile::percentile;
 
 /// The best tail one hedge can give at an extra load, from independent legs.
 #[derive(Debug, Clone, Copy, PartialEq)]

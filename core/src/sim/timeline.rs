@@ -2,7 +2,7 @@
 //! can be read before, during and after: how soon hedging and an origin's
 //! share of primaries come back once it ends.
 
-use super::report::percentile;
+use super::percentile::percentile;
 
 /// One second of measured arrivals.
 #[derive(Debug, Clone, Default, PartialEq)]
