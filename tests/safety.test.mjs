@@ -172,3 +172,14 @@ test("a removed key never stops traffic: it is logged once with what replaced it
   assert.equal(said("HEDGE_ROUTE_PREFIXES"), 1);
   assert.match(logs.lines.find((l) => l.includes("HEDGE_ROUTE_PREFIXES: removed")), /HEDGE_ROUTES/);
 });
+
+test("a key another requires, left unset, never stops traffic: static mode without its delay runs adaptive and says so", async () => {
+  const a = await origin("a", () => ({ body: "from-a" }));
+  const token = "stats-token-for-static-no-delay";
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_MODE: "static", HEDGE_STATS_TOKEN: token });
+  const res = await w.fetch("/x");
+  assert.equal(res.status, 200);
+  assert.equal(await res.text(), "from-a");
+  const stats = await (await w.fetch("/__hedge/stats", { headers: { authorization: `Bearer ${token}` } })).json();
+  assert.deepEqual(stats.config_errors.map((e) => e.key), ["HEDGE_STATIC_DELAY_MS"]);
+});

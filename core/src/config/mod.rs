@@ -235,14 +235,18 @@ pub fn parse_lenient(
     };
     // A HEDGE_TUNING that does not read leaves every field at its default.
     let (mut vars, mut reported) = reader::spread_tuning(vars);
-    let mut errors = match parse_spread(&vars) {
-        Ok(params) => return Ok((params, reported)),
-        Err(errors) => errors,
-    };
     // Each round drops the keys found wrong; a key that only conflicts with
     // another's default shows up in the next round. Every round drops at
-    // least one key, so there are at most as many rounds as keys.
+    // least one key, so there are at most as many rounds as keys. An error
+    // no drop can resolve (a key required by another, such as the static
+    // mode's delay) leaves the configuration as read: each part falls back
+    // on its own (the static mode without a delay runs adaptive), so the
+    // Worker still runs.
     for _ in 0..=vars.len() {
+        let (params, errors) = parse_all(&vars);
+        if errors.is_empty() {
+            return Ok((params, reported));
+        }
         if fatal(&errors) {
             reported.extend(errors);
             return Err(reported);
@@ -254,12 +258,8 @@ pub fn parse_lenient(
         let dropped = vars.len() < before;
         reported.extend(errors);
         if !dropped {
-            return Err(reported);
+            return Ok((params, reported));
         }
-        errors = match parse_spread(&vars) {
-            Ok(params) => return Ok((params, reported)),
-            Err(more) => more,
-        };
     }
     Err(reported)
 }
@@ -279,6 +279,15 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
 
 /// [`parse`] of vars whose `HEDGE_TUNING` is already spread into keys.
 fn parse_spread(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>> {
+    match parse_all(vars) {
+        (params, errors) if errors.is_empty() => Ok(params),
+        (_, errors) => Err(errors),
+    }
+}
+
+/// The configuration as read, every bad key at its fallback, and the
+/// problems found.
+fn parse_all(vars: &BTreeMap<String, String>) -> (Params, Vec<ConfigError>) {
     let mut r = Reader::new(vars);
     r.unknown_keys();
     let origins = r.origins();
@@ -312,10 +321,7 @@ fn parse_spread(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigErr
             })
         })
         .collect();
-    if !r.errors.is_empty() {
-        return Err(r.errors);
-    }
-    Ok(Params {
+    let params = Params {
         origins,
         mode,
         delay,
@@ -339,7 +345,8 @@ fn parse_spread(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigErr
         guards,
         routes,
         route_eligibility,
-    })
+    };
+    (params, r.errors)
 }
 
 impl Params {
@@ -521,6 +528,15 @@ mod tests {
         ]))
         .expect("valid");
         assert_eq!(params.mode, HedgeMode::Static { delay_ms: 10.0 });
+    }
+
+    #[test]
+    fn an_unset_key_another_requires_never_refuses_a_running_worker() {
+        // Nothing to drop resolves it: the Worker runs, adaptive, and says why.
+        let (params, errors) =
+            parse_lenient(&vars(&[ORIGINS, ("HEDGE_MODE", "static")])).expect("runs");
+        assert_eq!(params.mode, HedgeMode::Adaptive);
+        assert_eq!(keys_of(&errors), vec!["HEDGE_STATIC_DELAY_MS"]);
     }
 
     #[test]

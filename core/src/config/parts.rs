@@ -89,8 +89,11 @@ pub(super) fn mode(r: &mut Reader<'_>) -> HedgeMode {
             if r.raw("HEDGE_STATIC_DELAY_MS").is_none() {
                 r.fail(
                     "HEDGE_STATIC_DELAY_MS",
-                    "required when HEDGE_MODE is static",
+                    "required when HEDGE_MODE is static; running adaptive until it is set",
                 );
+                // Not a delay of 0 (every request hedged at once): the
+                // learned delay, as if the mode were not set.
+                return HedgeMode::Adaptive;
             }
             HedgeMode::Static {
                 delay_ms: r.number("HEDGE_STATIC_DELAY_MS"),
