@@ -267,21 +267,11 @@ pub fn parse_lenient(
 /// Parses the `HEDGE_*` vars; on failure, every problem found.
 pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>> {
     let (vars, mut errors) = reader::spread_tuning(vars);
-    match parse_spread(&vars) {
-        Ok(params) if errors.is_empty() => Ok(params),
-        Ok(_) => Err(errors),
-        Err(more) => {
-            errors.extend(more);
-            Err(errors)
-        }
-    }
-}
-
-/// [`parse`] of vars whose `HEDGE_TUNING` is already spread into keys.
-fn parse_spread(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>> {
-    match parse_all(vars) {
-        (params, errors) if errors.is_empty() => Ok(params),
-        (_, errors) => Err(errors),
+    let (params, more) = parse_all(&vars);
+    errors.extend(more);
+    match errors.is_empty() {
+        true => Ok(params),
+        false => Err(errors),
     }
 }
 

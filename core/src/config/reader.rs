@@ -39,7 +39,7 @@ impl<'a> Reader<'a> {
     /// The declaration of `key`; a read of an undeclared key is reported as
     /// a configuration error (a test keeps every read declared).
     fn declared(&mut self, key: &str) -> Option<Key> {
-        let found = (KEYS.iter().chain(TUNING)).find(|k| k.name == key).copied();
+        let found = declaration(key);
         if found.is_none() {
             self.fail(key, "internal: read but not declared in KEYS or TUNING");
         }
@@ -169,9 +169,8 @@ impl<'a> Reader<'a> {
     /// Every `HEDGE_*` key (and `HEDGE_TUNING` field) that is not declared:
     /// a removed one with what replaced it, any other as a likely typo.
     pub(super) fn unknown_keys(&mut self) {
-        let declared = |k: &str| (KEYS.iter().chain(TUNING)).any(|known| known.name == k);
         let unknown: Vec<String> = (self.vars.keys())
-            .filter(|k| k.starts_with("HEDGE_") && !declared(k))
+            .filter(|k| k.starts_with("HEDGE_") && declaration(k).is_none())
             .cloned()
             .collect();
         for key in unknown {
@@ -193,6 +192,11 @@ impl<'a> Reader<'a> {
             }
         }
     }
+}
+
+/// The declaration of `key` among the settings and the `HEDGE_TUNING` fields.
+fn declaration(key: &str) -> Option<Key> {
+    (KEYS.iter().chain(TUNING)).find(|k| k.name == key).copied()
 }
 
 /// `vars` with the `HEDGE_TUNING` object spread into one key per field
