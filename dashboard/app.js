@@ -6,9 +6,12 @@ import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import { parseText, histogramQuantile, sum, series } from "./metrics-text.js";
 
-const REFRESH_MS = Number(new URLSearchParams(location.search).get("refresh_ms")) || 3000;
+// A link may set the refresh period, never below a second (each refresh
+// reads the metrics twice and the stats once, and the PoP's come from the
+// aggregator) nor above a minute.
+const asked = Number(new URLSearchParams(location.search).get("refresh_ms"));
+const REFRESH_MS = Number.isFinite(asked) && asked > 0 ? Math.min(60_000, Math.max(1_000, asked)) : 3000;
 const POINTS = 100;
-const base = location.pathname.replace(/\/dashboard$/, "");
 const $ = (id) => document.getElementById(id);
 
 let token = sessionStorage.getItem("hedgehog-token") || "";
@@ -67,8 +70,21 @@ function push(key, value) {
 
 const fmt = (v, digits = 1) => (v == null || Number.isNaN(v) ? "–" : Number(v).toFixed(digits));
 
+// Where the stats and metrics are, as the Worker says (the page never
+// builds an operator URL: one it got wrong would carry the token to an origin).
+let paths = null;
+async function endpoints() {
+  if (paths) return paths;
+  const res = await fetch(`${location.pathname}?endpoints`, { headers: { authorization: `Bearer ${token}` }, cache: "no-store" });
+  if (res.status === 401) throw Object.assign(new Error("the token was refused"), { unauthorized: true });
+  const body = res.ok && /json/.test(res.headers.get("content-type") ?? "") ? await res.json() : null;
+  if (typeof body?.stats !== "string" || typeof body?.metrics !== "string") throw new Error(`the Worker did not say where its stats are (${res.status})`);
+  paths = body;
+  return paths;
+}
+
 async function scrape(scope) {
-  const url = `${base}/metrics${scope === "pop" ? "?scope=pop" : ""}`;
+  const url = `${(await endpoints()).metrics}${scope === "pop" ? "?scope=pop" : ""}`;
   const res = await fetch(url, { headers: { authorization: `Bearer ${token}` }, cache: "no-store" });
   if (res.status === 401) throw Object.assign(new Error("the token was refused"), { unauthorized: true });
   if (!res.ok) throw Object.assign(new Error(`${url}: ${res.status}`), { status: res.status });
@@ -76,7 +92,7 @@ async function scrape(scope) {
 }
 
 async function stats(scope) {
-  const url = `${base}/stats${scope === "pop" ? "?scope=pop" : ""}`;
+  const url = `${(await endpoints()).stats}${scope === "pop" ? "?scope=pop" : ""}`;
   const res = await fetch(url, { headers: { authorization: `Bearer ${token}` }, cache: "no-store" });
   return res.ok ? res.json() : null;
 }
@@ -240,10 +256,18 @@ function start() {
   $("login").hidden = true;
   $("board").hidden = false;
   if (!charts["chart-rps"]) setupCharts();
-  const tick = () =>
-    refresh().catch((e) => {
-      $("status").textContent = `last refresh failed: ${e.message}`;
-    });
+  // One refresh at a time: a slow aggregator is not asked again before it answers.
+  let running = false;
+  const tick = () => {
+    if (running) return;
+    running = true;
+    refresh()
+      .catch((e) => {
+        if (e.unauthorized) return askForToken(e.message);
+        $("status").textContent = `last refresh failed: ${e.message}`;
+      })
+      .finally(() => (running = false));
+  };
   tick();
   timer = setInterval(tick, REFRESH_MS);
 }

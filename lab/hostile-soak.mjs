@@ -5,7 +5,11 @@
 //   passed on and is not the Worker's; anything else 5xx is),
 // - its wasm memory after the first slice grows by at most --wasm-growth-mib,
 // - the cache keeps answering ordinary clients (cache hits in every slice),
-// - both origins stay healthy (never degraded in the stats, read every slice).
+// - both origins stay healthy (never degraded in the stats, read every slice):
+//   broken uploads and failing paths are the clients' doing, never an origin's,
+// - the billed events a client can cause stay within the isolate's cap:
+//   error log lines and 5xx data points at most 60 a minute (plus the
+//   first minute's burst of 60), counted from the runtime's own output.
 //
 // The mix, per request drawn at random (seeded):
 //   ordinary  25%  GET /page/<20 pages> (cacheable 5 s) and /api/items/<n>
@@ -15,7 +19,9 @@
 //   failing   10%  GET /boom/<n> (the origins answer 500)
 //   scanner   15%  GET /scan-<random>/x (new first segments)
 //   odd        5%  GET /odd/<n> (Connection: close, bad token, x-hop)
-//   override   5%  GET /items/<n> with X-HTTP-Method-Override: DELETE
+//   override   4%  GET /items/<n> with X-HTTP-Method-Override: DELETE
+//   broken     6%  POST or PUT whose body breaks off (short of its
+//                  Content-Length, or a bad chunk), on a raw socket
 // and one WebSocket upgrade (opened, one message read, closed) a second.
 //
 //   node lab/hostile-soak.mjs [--minutes 5] [--rate 100] [--slice-seconds 30] [--wasm-growth-mib 4]
@@ -23,6 +29,9 @@ import crypto from "node:crypto";
 import { parseArgs } from "node:util";
 import { startOrigin } from "../tests/support/origin.mjs";
 import { startWorker, origins } from "../tests/support/worker.mjs";
+import { captureLogs } from "../tests/support/logs.mjs";
+import { captureEntry, pointsIn } from "../tests/support/analytics-capture.mjs";
+import { brokenUpload } from "../tests/support/broken_upload.mjs";
 import { seededRandom } from "./rng.mjs";
 
 const log = (msg) => process.stderr.write(`[hostile-soak] ${msg}\n`);
@@ -58,7 +67,8 @@ const KINDS = [
   ["failing", 0.1],
   ["scanner", 0.15],
   ["odd", 0.05],
-  ["override", 0.05],
+  ["override", 0.04],
+  ["broken", 0.06],
 ];
 const manyDirectives = Array.from({ length: 1_000 }, (_, i) => `x${i}`).join(",");
 
@@ -82,6 +92,8 @@ function draw(kind, rand, n) {
       return [`/scan-${Math.floor(rand() * 1e9).toString(36)}/x`, {}];
     case "odd":
       return [`/odd/${n}`, {}];
+    case "broken":
+      return [`/up/${n}`, { method: n % 2 ? "PUT" : "POST", how: n % 4 < 2 ? "short" : "bad-chunk" }];
     default:
       return [`/items/${n}`, { headers: { "x-http-method-override": "DELETE" } }];
   }
@@ -92,17 +104,21 @@ export async function runHostileSoak({ seconds, rate, sliceSeconds, wasmGrowthMi
   const b = await startOrigin("b", originHandler("b"));
   acceptWebSockets(a);
   acceptWebSockets(b);
-  const w = await startWorker({
-    HEDGE_ORIGINS: origins(a, b),
-    HEDGE_STATS_TOKEN: TOKEN,
-    HEDGE_METHODS: "GET,HEAD,PUT",
-    // One error line per failing-path request would bury the report.
-    HEDGE_LOG_LEVEL: "off",
-    HEDGE_ROUTES: JSON.stringify([
-      { prefix: "/pay", methods: ["GET", "HEAD"] },
-      { prefix: "/api", name: "api" },
-    ]),
-  });
+  // The runtime's output (error lines, and the data points a stand-in
+  // dataset logs) is captured and counted, not printed.
+  const logs = captureLogs();
+  const w = await startWorker(
+    {
+      HEDGE_ORIGINS: origins(a, b),
+      HEDGE_STATS_TOKEN: TOKEN,
+      HEDGE_METHODS: "GET,HEAD,PUT",
+      HEDGE_ROUTES: JSON.stringify([
+        { prefix: "/pay", methods: ["GET", "HEAD"] },
+        { prefix: "/api", name: "api" },
+      ]),
+    },
+    { ...captureEntry(), handleRuntimeStdio: logs.handleRuntimeStdio },
+  );
   const rand = seededRandom(seed).next;
   const stats = async () => (await fetch(`${w.url}/__hedge/stats`, { headers: auth })).json();
   const slices = [];
@@ -110,7 +126,23 @@ export async function runHostileSoak({ seconds, rate, sliceSeconds, wasmGrowthMi
   let n = 0;
   let inFlight = 0;
   const MAX_IN_FLIGHT = 500;
+  const broken = async (path, init) => {
+    inFlight++;
+    try {
+      const res = await brokenUpload(w.url, { method: init.method, path, how: init.how });
+      current.requests++;
+      current.byKind.broken = (current.byKind.broken ?? 0) + 1;
+      // A 400, or nothing when the runtime dropped the connection first.
+      if (res.status !== 400 && res.status !== null) {
+        current.workerErrors++;
+        if (problems.length < 20) problems.push(`broken ${init.method} ${init.how} ${path}: ${res.status} ${res.text.slice(0, 120)}`);
+      }
+    } finally {
+      inFlight--;
+    }
+  };
   const one = async (kind, path, init) => {
+    if (kind === "broken") return broken(path, init);
     inFlight++;
     try {
       const res = await fetch(`${w.url}${path}`, { ...init, signal: AbortSignal.timeout(30_000) });
@@ -179,12 +211,15 @@ export async function runHostileSoak({ seconds, rate, sliceSeconds, wasmGrowthMi
       await Promise.all([...pending]);
       const st = await stats();
       const degraded = st.origins.filter((o) => o.degraded).map((o) => o.name);
-      const slice = { ...current, at: Math.round((Date.now() - started) / 1000), wasmBytes: st.wasm_memory_bytes, degraded, heldPeak: st.held_body_bytes_peak };
+      const errorLines = logs.lines.filter((l) => l.includes('"level":"error"')).length;
+      const errorPoints = pointsIn(logs.lines).filter((p) => p.doubles[2] >= 500).length;
+      const slice = { ...current, at: Math.round((Date.now() - started) / 1000), wasmBytes: st.wasm_memory_bytes, degraded, heldPeak: st.held_body_bytes_peak, errorLines, errorPoints };
       slices.push(slice);
       current = newSlice();
       log(
         `${slice.at} s: ${slice.requests} requests (${slice.skipped} not sent: ${MAX_IN_FLIGHT} in flight), Worker 5xx ${slice.workerErrors}, client errors ${slice.clientErrors}, ` +
-          `ordinary page hits ${slice.cacheHits}/${slice.ordinaryPages}, upgrades ${slice.upgrades} ok ${slice.upgradeFailures} failed, degraded [${degraded}], wasm memory ${(slice.wasmBytes / 1048576).toFixed(2)} MiB`,
+          `ordinary page hits ${slice.cacheHits}/${slice.ordinaryPages}, upgrades ${slice.upgrades} ok ${slice.upgradeFailures} failed, degraded [${degraded}], wasm memory ${(slice.wasmBytes / 1048576).toFixed(2)} MiB, ` +
+          `error lines ${errorLines} and 5xx points ${errorPoints} so far`,
       );
     }
   } finally {
@@ -195,6 +230,11 @@ export async function runHostileSoak({ seconds, rate, sliceSeconds, wasmGrowthMi
   const wasmFirst = slices[0].wasmBytes;
   const wasmMax = Math.max(...slices.map((s) => s.wasmBytes));
   const sum = (k) => slices.reduce((acc, s) => acc + s[k], 0);
+  // The cap: a burst of 60, then 60 a minute (src: core/src/observe/error_events.rs).
+  const elapsedS = (Date.now() - started) / 1000;
+  const eventCap = 60 + Math.ceil(elapsedS) + 1;
+  const last = slices.at(-1);
+  const failing = slices.reduce((acc, s) => acc + (s.byKind.failing ?? 0), 0);
   const checks = {
     noWorkerErrors: sum("workerErrors") === 0 && sum("clientErrors") === 0,
     memoryBounded: wasmMax <= wasmFirst + wasmGrowthMib * 1048576,
@@ -202,6 +242,7 @@ export async function runHostileSoak({ seconds, rate, sliceSeconds, wasmGrowthMi
     originsHealthy: slices.every((s) => s.degraded.length === 0),
     upgradesWork: sum("upgradeFailures") === 0 && sum("upgrades") > 0,
     allSent: sum("skipped") === 0,
+    billedEventsCapped: last.errorLines <= eventCap && last.errorPoints <= eventCap,
   };
   return {
     seconds,
@@ -211,6 +252,11 @@ export async function runHostileSoak({ seconds, rate, sliceSeconds, wasmGrowthMi
     clientErrors: sum("clientErrors"),
     cacheHitRatio: sum("cacheHits") / Math.max(1, sum("ordinaryPages")),
     upgrades: sum("upgrades"),
+    failing5xx: failing,
+    broken: slices.reduce((acc, s) => acc + (s.byKind.broken ?? 0), 0),
+    errorLines: last.errorLines,
+    errorPoints: last.errorPoints,
+    eventCap,
     wasmFirstMib: wasmFirst / 1048576,
     wasmMaxMib: wasmMax / 1048576,
     wasmLastMib: slices.at(-1).wasmBytes / 1048576,
@@ -240,7 +286,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   process.stdout.write(JSON.stringify(summary) + "\n");
   log(
     `${r.pass ? "PASS" : "FAIL"}: ${r.requests} requests in ${r.seconds} s at ${r.rate} rps; Worker 5xx ${r.workerErrors}, client errors ${r.clientErrors}; ` +
-      `ordinary page cache hits ${(100 * r.cacheHitRatio).toFixed(1)}%; ${r.upgrades} upgrades; wasm memory ${r.wasmFirstMib.toFixed(2)} MiB after the first slice, ` +
+      `ordinary page cache hits ${(100 * r.cacheHitRatio).toFixed(1)}%; ${r.upgrades} upgrades; ${r.broken} broken uploads; ${r.failing5xx} 5xx from the failing path: ` +
+      `${r.errorLines} error lines and ${r.errorPoints} 5xx points (cap ${r.eventCap}); wasm memory ${r.wasmFirstMib.toFixed(2)} MiB after the first slice, ` +
       `at most ${r.wasmMaxMib.toFixed(2)}, ${r.wasmLastMib.toFixed(2)} at the end; ${JSON.stringify(r.checks)}`,
   );
   process.exit(r.pass ? 0 : 1);

@@ -157,3 +157,42 @@ test("the dashboard is a static asset: without the ASSETS binding its path says 
   assert.equal(passed.headers.get("x-hedge") !== null, true);
   await passed.arrayBuffer();
 });
+
+test("with a stats path of its own the page reads where the Worker says, no token reaches an origin, and a crafted refresh_ms is held to a second", async () => {
+  const a = await origin("a", () => ({ delayMs: 1 }));
+  const w = await worker(
+    { HEDGE_ORIGINS: origins(a), HEDGE_STATS_TOKEN: TOKEN, HEDGE_STATS_PATH: "/ops/hedge-stats" },
+    dashboardAssets(),
+  );
+  // The Worker names the siblings (behind the token).
+  const named = await fetch(`${w.url}/ops/dashboard?endpoints`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  assert.deepEqual(await named.json(), { stats: "/ops/hedge-stats", metrics: "/ops/metrics" });
+  assert.equal((await fetch(`${w.url}/ops/dashboard?endpoints`)).status, 401);
+  const browser = await puppeteer.launch({
+    executablePath: chromium,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+  });
+  try {
+    const page = await browser.newPage();
+    const asked = [];
+    page.on("request", (r) => asked.push(new URL(r.url()).pathname));
+    assert.equal((await page.goto(`${w.url}/ops/dashboard?refresh_ms=1`)).status(), 200);
+    await page.waitForSelector("#login:not([hidden])");
+    await page.type("#token", TOKEN);
+    await page.click("#login button");
+    await page.waitForFunction(() => Number(document.querySelector("#updated").dataset.refreshes) >= 2, { timeout: 20_000 });
+    const started = Date.now();
+    const first = await page.$eval("#updated", (el) => Number(el.dataset.refreshes));
+    await new Promise((r) => setTimeout(r, 3_000));
+    const refreshes = (await page.$eval("#updated", (el) => Number(el.dataset.refreshes))) - first;
+    const seconds = (Date.now() - started) / 1000;
+    // refresh_ms=1 asked for 3,000 refreshes; a second apart, at most 4 fit.
+    assert.ok(refreshes <= Math.ceil(seconds) + 1, `${refreshes} refreshes in ${seconds} s`);
+    assert.ok(asked.includes("/ops/metrics") && asked.includes("/ops/hedge-stats"), asked.join(" "));
+  } finally {
+    await browser.close();
+  }
+  const leaked = a.requests.filter((r) => JSON.stringify(r.headers).includes(TOKEN));
+  assert.deepEqual(leaked.map((r) => r.url), [], "requests that carried the token to the origin");
+});

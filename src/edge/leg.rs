@@ -12,6 +12,8 @@ use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::web_sys;
 
+use super::request_body::ClientBodyFault;
+use hedgehog_core::isolate::Admission;
 use hedgehog_core::race::Leg;
 use hedgehog_core::request::outbound::{
     connection_tokens, is_dropped_request_header, traceparent, TraceContext, HEDGE_ATTEMPT_HEADER,
@@ -38,14 +40,19 @@ pub(crate) struct OutboundRequest {
     pub(crate) body: OutboundBody,
     /// The trace every leg is a span of.
     pub(crate) trace: TraceContext,
+    /// Set when the client's streamed body broke off: a leg that failed
+    /// then failed for the client's sake, not the origin's.
+    pub(crate) client_body: ClientBodyFault,
 }
 
 /// The headers both legs send: the client's, natively copied, less hop-by-hop
-/// and `x-hedge-*` ones, plus the request id.
+/// and `x-hedge-*` ones (and an `Authorization` carrying an operator
+/// token), plus the request id.
 pub(crate) fn outbound_headers(
     client: &web_sys::Headers,
-    request_id: &str,
+    admission: &Admission,
 ) -> worker::Result<web_sys::Headers> {
+    let request_id = &admission.request_id;
     let headers = web_sys::Headers::new_with_headers(client)?;
     let tokens = connection_tokens(client.get("connection")?.as_deref());
     // Collect first: deleting while iterating would disturb the iterator.
@@ -58,6 +65,9 @@ pub(crate) fn outbound_headers(
         {
             dropped.push(name);
         }
+    }
+    if admission.strip_authorization {
+        dropped.push("authorization".to_string());
     }
     for name in dropped {
         headers.delete(&name)?;

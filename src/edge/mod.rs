@@ -76,9 +76,11 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         Admit::Operator { page, request_id } => {
             operator::respond(page, &isolate, &env, &req, &request_id).await
         }
-        Admit::WebSocket { request_id, url } => {
-            websocket::pass_through(&req, &url, &request_id).await
-        }
+        Admit::WebSocket {
+            request_id,
+            url,
+            strip_authorization,
+        } => websocket::pass_through(&req, &url, &request_id, strip_authorization).await,
         Admit::Proxy(admission) => {
             let connections = connections::Connections::new();
             let client = client::Client {

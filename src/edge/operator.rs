@@ -5,6 +5,7 @@
 //! that asks for the token and reads the metrics.
 
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::future::LocalBoxFuture;
 use futures::FutureExt;
@@ -107,6 +108,11 @@ async fn respond_to(
             reply::text_response(200, &text, format.content_type())
         }
         OperatorPage::Dashboard => dashboard(env, request_id).await,
+        OperatorPage::Endpoints => {
+            let (stats, metrics) = params.stats.sibling_paths();
+            let body = serde_json::json!({ "stats": stats, "metrics": metrics });
+            reply::json_response(200, &body, &[("cache-control", "no-store")])
+        }
         OperatorPage::Metrics { pop: true } => {
             let format = Format::from_accept(header("accept").as_deref());
             let name = colo(req).unwrap_or_else(|| params.pop.fallback_name.clone());
@@ -137,14 +143,24 @@ async fn dashboard(env: &Env, request_id: &str) -> worker::Result<web_sys::Respo
     };
     match asset {
         Ok(page) if page.status() == 200 => reply::page_response(page.body(), DASHBOARD_CSP),
+        // Anyone may ask for the page: a missing asset is logged once per
+        // isolate, not once per request (each line is billed).
         Ok(page) => {
-            worker::console_warn!("hedgehog-edge: dashboard asset: status {}", page.status());
+            warn_once(&format!("dashboard asset: status {}", page.status()));
             reply::simple_error(503, "dashboard_unavailable", "the dashboard page is not among the Worker's assets (wrangler.toml [assets], dashboard/dist)", request_id)
         }
         Err(e) => {
-            worker::console_warn!("hedgehog-edge: dashboard asset: {e}");
+            warn_once(&format!("dashboard asset: {e}"));
             reply::simple_error(503, "dashboard_unavailable", "the dashboard needs the ASSETS binding (wrangler.toml [assets]); the stats and metrics do not", request_id)
         }
+    }
+}
+
+/// Logs `message` as a warning, the first time in this isolate only.
+fn warn_once(message: &str) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        worker::console_warn!("hedgehog-edge: {message} (said once per isolate)");
     }
 }
 

@@ -14,7 +14,7 @@ use super::isolate::Shared;
 use super::leg::{self, OutboundBody, OutboundRequest};
 use super::race::{self, Outcome, RaceReport, Target};
 use super::reply::{self, CacheServe, Timing};
-use super::request_body::{self, BodyRead, HeldClaim};
+use super::request_body::{self, BodyRead, ClientBodyFault, HeldClaim};
 use super::{analytics, pop, refresh, request_log};
 use hedgehog_core::cache::conditional::{not_modified, CONDITIONAL_REQUEST_HEADERS};
 use hedgehog_core::isolate::{Admission, Answer, BodyPlan, EntryUse};
@@ -22,6 +22,10 @@ use hedgehog_core::request::coalesce::{FlightState, Role};
 
 /// How much of a refused GET/HEAD body is read (and dropped) before the 400.
 const REFUSED_BODY_DRAIN_BYTES: usize = 64 * 1024;
+
+/// The 400's message for a body that broke off on the client's side.
+const BODY_BROKE: &str =
+    "the request body broke off before its end (fewer bytes than Content-Length, or a bad chunk)";
 
 /// What the cache left for the race: a stale entry (and whether it may
 /// stand in for a failure), the variants' generation, the flight to lead.
@@ -47,8 +51,11 @@ pub(crate) async fn run(
         _ => None,
     };
     let mut held = HeldClaim::default();
-    let Some(body) = read_body(client, &mut admission, &mut held).await? else {
-        return reply::bad_request("a GET or HEAD request must not carry a body", &request_id);
+    let fault = ClientBodyFault::default();
+    let body = match read_body(client, &mut admission, &mut held, &fault).await {
+        Ok(body) => body,
+        Err(_) if client.req.signal().aborted() => return reply::client_gone(&request_id),
+        Err(message) => return reply::bad_request(message, &request_id),
     };
     // The cache step and the completion are boxed: inline, their state
     // (1.2 KB for the completion) would be held through the whole race.
@@ -66,9 +73,10 @@ pub(crate) async fn run(
     };
     let mut outbound = OutboundRequest {
         method: admission.method.clone(),
-        headers: leg::outbound_headers(client.headers, &request_id)?,
+        headers: leg::outbound_headers(client.headers, &admission)?,
         body,
         trace: admission.trace.clone(),
+        client_body: fault,
     };
     // A stale entry with a validator is revalidated: a 304 then refreshes it
     // (unless the client's request is conditional itself: the origin then
@@ -112,39 +120,56 @@ pub(crate) async fn run(
         }
     }
     if matches!(report.outcome, Outcome::ClientGone) {
+        // A streamed upload that broke off is the client's error, answered
+        // (when the client still listens) like any other bad request.
+        if outbound.client_body.broke() && !client.req.signal().aborted() {
+            return reply::bad_request(BODY_BROKE, &request_id);
+        }
         return reply::client_gone(&request_id);
     }
     Box::pin(finish(client, env, ctx, isolate, &admission, report, miss)).await
 }
 
-/// The body the legs send; `None` for a GET or HEAD whose body held bytes.
+/// The body the legs send; `Err` with the 400's message for a GET or HEAD
+/// whose body held bytes, or a held body that broke off.
 async fn read_body(
     client: Client<'_>,
     admission: &mut Admission,
     held: &mut HeldClaim,
-) -> worker::Result<Option<OutboundBody>> {
-    Ok(Some(match admission.body {
+    fault: &ClientBodyFault,
+) -> Result<OutboundBody, &'static str> {
+    let declared = admission.declared_length;
+    Ok(match admission.body {
         BodyPlan::Empty => OutboundBody::Empty,
         // GET and HEAD carry no body: an empty one is dropped, a real one refused.
         BodyPlan::Drain { refuse } => {
             let had_bytes = request_body::drain_up_to(client.req, REFUSED_BODY_DRAIN_BYTES).await;
             if had_bytes || refuse {
-                return Ok(None);
+                return Err("a GET or HEAD request must not carry a body");
             }
             OutboundBody::Empty
         }
         // Held for the hedge; one that outgrows a cap goes once, streamed.
         // Read before an origin is chosen: a client that hangs up
         // mid-upload has then claimed nothing from any origin.
-        BodyPlan::Hold { cap } => match request_body::read_up_to(client.req, cap, held).await? {
-            BodyRead::Held(bytes) => OutboundBody::Buffered(bytes),
-            BodyRead::Streamed(stream, reason) => {
-                admission.not_hedgeable(reason);
-                OutboundBody::Stream(Some(stream))
+        BodyPlan::Hold { cap } => {
+            match request_body::read_up_to(client.req, cap, declared, held, fault).await {
+                BodyRead::Held(bytes) => OutboundBody::Buffered(bytes),
+                BodyRead::Streamed(stream, reason) => {
+                    admission.not_hedgeable(reason);
+                    OutboundBody::Stream(Some(stream))
+                }
+                BodyRead::Broken => return Err(BODY_BROKE),
             }
+        }
+        BodyPlan::Stream => match client.req.body() {
+            Some(raw) => match request_body::forward(raw, declared, fault) {
+                Ok(stream) => OutboundBody::Stream(Some(stream)),
+                Err(_) => return Err(BODY_BROKE),
+            },
+            None => OutboundBody::Stream(None),
         },
-        BodyPlan::Stream => OutboundBody::Stream(client.req.body()),
-    }))
+    })
 }
 
 /// Waits on a coalesced flight and looks in the cache as admitted:
@@ -313,13 +338,7 @@ async fn finish(
         _ => reply::race_response(isolate, report, &admission.request_id, &done, timing),
     };
     if let (Some(line), Ok(response)) = (done.log, &response) {
-        request_log::finish(
-            line,
-            response.status(),
-            done.log_level,
-            dataset.as_ref(),
-            done.analytics_sample_percent,
-        );
+        request_log::finish(isolate, line, response.status(), dataset.as_ref());
     }
     if let Some(body) = done.push {
         pop::client::push(ctx, env, client.req, isolate, client.connections, body);

@@ -15,7 +15,7 @@ use super::abort_signal;
 use super::clock::now_ms;
 use super::connections::{Connections, Slot};
 use super::isolate::Shared;
-use super::leg::{self, OutboundRequest};
+use super::leg::{self, OutboundBody, OutboundRequest};
 use hedgehog_core::race::{Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState, INVALID_STATUS};
 use hedgehog_core::request::outbound::upstream_url;
 
@@ -97,6 +97,11 @@ impl LegIo {
         slot: Slot,
     ) -> worker::Result<Self> {
         let controller = web_sys::AbortController::new()?;
+        // A body streamed from the client goes to this leg alone: if it
+        // breaks off, the leg is cut (the origin must never see an end).
+        if matches!(outbound.body, OutboundBody::Stream(Some(_))) {
+            outbound.client_body.attach(&controller);
+        }
         let fetch = leg::send(url, outbound, leg, &controller.signal())?;
         let fetch = async move {
             let answer = fetch.await;
@@ -212,7 +217,16 @@ pub(crate) async fn run(
         if matches!(event, Event::HedgeTimer) {
             client_gone = abort_signal::aborted(client).fuse();
         }
-        let event = race_event(event, &mut legs, client);
+        // A leg that failed while the client's body streamed to it: was it
+        // the client's upload that broke? (Known within microtasks.)
+        let body_broke = match &event {
+            Event::Finished(_, Err(_)) => {
+                let streamed = matches!(outbound.body, OutboundBody::Stream(_));
+                outbound.client_body.verdict(streamed).await
+            }
+            _ => false,
+        };
+        let event = race_event(event, &mut legs, client, body_broke);
         let mut io = Io {
             legs: &mut legs,
             outbound,
@@ -231,11 +245,17 @@ pub(crate) async fn run(
 }
 
 /// The core's view of an event; an answer's response is kept in its leg.
-fn race_event(event: Event, legs: &mut [LegIo; 2], client: &web_sys::AbortSignal) -> RaceEvent {
-    // A leg that failed because the client went away (its upload broke
-    // off) says nothing about the origin, and a hedge for a client that is
-    // gone is never sent.
+fn race_event(
+    event: Event,
+    legs: &mut [LegIo; 2],
+    client: &web_sys::AbortSignal,
+    body_broke: bool,
+) -> RaceEvent {
+    // A leg that failed because the client went away, or because its
+    // upload broke off, says nothing about the origin: the client ended
+    // the exchange. A hedge for a client that is gone is never sent.
     let event = match event {
+        Event::Finished(_, Err(_)) if body_broke => Event::ClientGone,
         Event::Finished(_, Err(_)) | Event::HedgeTimer if client.aborted() => Event::ClientGone,
         other => other,
     };

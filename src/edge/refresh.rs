@@ -15,6 +15,7 @@ use super::connections::Connections;
 use super::isolate::{self, Shared};
 use super::leg::{self, OutboundBody, OutboundRequest};
 use super::race::{self, Outcome, Target};
+use super::request_body::ClientBodyFault;
 use hedgehog_core::cache::policy::response_freshness;
 use hedgehog_core::isolate::Admission;
 use hedgehog_core::request::outbound::TraceContext;
@@ -33,7 +34,7 @@ pub(crate) fn spawn(
         return;
     };
     let claim = RefreshClaim { url: url.clone() };
-    let headers = match outbound_headers(client.headers, &admission.request_id, entry) {
+    let headers = match outbound_headers(client.headers, admission, entry) {
         Ok(headers) => headers,
         Err(e) => {
             console_warn!("hedgehog-edge: could not build a refresh: {e}");
@@ -57,6 +58,7 @@ pub(crate) fn spawn(
                 trace_id: new_id(),
                 flags: "00".to_string(),
             },
+            client_body: ClientBodyFault::default(),
         };
         let target = Target {
             path: &path,
@@ -138,10 +140,10 @@ async fn store(
 /// the entry's validators so an unchanged entry costs the origin a 304.
 fn outbound_headers(
     client: &web_sys::Headers,
-    request_id: &str,
+    admission: &Admission,
     entry: &Entry,
 ) -> worker::Result<web_sys::Headers> {
-    let headers = leg::outbound_headers(client, request_id)?;
+    let headers = leg::outbound_headers(client, admission)?;
     entry.add_validators(&headers)?;
     Ok(headers)
 }

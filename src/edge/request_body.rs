@@ -5,11 +5,20 @@
 //! `HEDGE_TUNING.max_held_body_bytes` for all bodies at once: a body that outgrows
 //! either is forwarded once, as a stream of the bytes read so far followed by
 //! the rest, and the request is not hedged. Nothing the client sent is lost.
+//!
+//! A body that breaks off (a read error, or an end short of its declared
+//! `Content-Length`) is the client's failure: it is answered 400 and never
+//! booked against the origin its leg went to ([`ClientBodyFault`]).
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
-use worker::js_sys::Uint8Array;
-use worker::wasm_bindgen::JsValue;
-use worker::{web_sys, ByteStream};
+use worker::js_sys::{self, Function, Promise, Reflect, Uint8Array};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::{spawn_local, JsFuture};
+use worker::{web_sys, ByteStream, Delay};
 
 use super::isolate;
 use hedgehog_core::request::eligibility::NotHedgeableReason;
@@ -21,6 +30,109 @@ pub(crate) enum BodyRead {
     Held(Vec<u8>),
     /// Over a cap: the whole body as one stream, to be sent once, and why.
     Streamed(web_sys::ReadableStream, NotHedgeableReason),
+    /// The client's body broke off before its end.
+    Broken,
+}
+
+/// Whether the client's streamed body broke off, once known: shared
+/// between the pipe that forwards it and the race that judges a leg's
+/// failure. Unknown while the body is still flowing (or was never watched).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ClientBodyFault(Rc<FaultState>);
+
+#[derive(Debug, Default)]
+struct FaultState {
+    /// `Some(true)`: the client's body broke off; `Some(false)`: the pipe
+    /// ended otherwise (the body went whole, or the fetch dropped it).
+    verdict: Cell<Option<bool>>,
+    /// The controller of the leg the body streams to: aborted when the
+    /// body breaks, so the origin sees a cut request, never an ending.
+    leg: RefCell<Option<web_sys::AbortController>>,
+}
+
+/// How long a failed leg waits to learn whether the client's body broke:
+/// the pipe settles within microtasks of the fetch failing.
+const VERDICT_WAIT_MS: u64 = 200;
+
+impl ClientBodyFault {
+    /// Whether the client's body broke off (known broken now).
+    pub(crate) fn broke(&self) -> bool {
+        self.0.verdict.get() == Some(true)
+    }
+
+    /// The leg the body streams to, to be cut if the body breaks.
+    pub(crate) fn attach(&self, controller: &web_sys::AbortController) {
+        *self.0.leg.borrow_mut() = Some(controller.clone());
+    }
+
+    /// After a leg failed: waits (briefly) for a watched body's pipe to
+    /// settle, then says whether the client's body broke off.
+    pub(crate) async fn verdict(&self, watched: bool) -> bool {
+        let mut waited = 0;
+        while watched && self.0.verdict.get().is_none() && waited < VERDICT_WAIT_MS {
+            Delay::from(Duration::from_millis(2)).await;
+            waited += 2;
+        }
+        self.broke()
+    }
+
+    fn settle(&self, broke: bool) {
+        self.0.verdict.set(Some(broke));
+        if broke {
+            if let Some(leg) = self.0.leg.borrow_mut().take() {
+                leg.abort();
+            }
+        }
+    }
+}
+
+/// Forwards the client's body `source` through one of the runtime's own
+/// streams (a `FixedLengthStream` of the declared length, else an
+/// `IdentityTransformStream`), piped natively: no chunk crosses into wasm
+/// and the origin is sent the declared `Content-Length`. The pipe never
+/// aborts the leg's side: the runtime sends an aborted body on as a
+/// complete one (an origin received 5 bytes of a broken chunked upload as
+/// a whole body, measured), so a body that breaks off is marked in `fault`
+/// and its leg is cut through the leg's own controller instead. When the
+/// pipe fails, the source says whose failure it was: errored, the client's;
+/// cancelled by the fetch (the origin's failure), not.
+pub(crate) fn forward(
+    source: web_sys::ReadableStream,
+    declared: Option<u64>,
+    fault: &ClientBodyFault,
+) -> worker::Result<web_sys::ReadableStream> {
+    let (class, args) = match declared {
+        Some(length) => (
+            "FixedLengthStream",
+            js_sys::Array::of1(&JsValue::from_f64(length as f64)),
+        ),
+        None => ("IdentityTransformStream", js_sys::Array::new()),
+    };
+    let constructor: Function = Reflect::get(&js_sys::global(), &class.into())?
+        .dyn_into()
+        .map_err(|_| worker::Error::JsError(format!("{class} is not available")))?;
+    let through = Reflect::construct(&constructor, &args)?;
+    let readable: web_sys::ReadableStream =
+        Reflect::get(&through, &"readable".into())?.dyn_into()?;
+    let writable = Reflect::get(&through, &"writable".into())?;
+    let options = js_sys::Object::new();
+    Reflect::set(&options, &"preventAbort".into(), &JsValue::TRUE)?;
+    let pipe_to: Function = Reflect::get(&source, &"pipeTo".into())?.dyn_into()?;
+    let piping: Promise = pipe_to.call2(&source, &writable, &options)?.dyn_into()?;
+    let fault = fault.clone();
+    spawn_local(async move {
+        let broke = match JsFuture::from(piping).await {
+            Ok(_) => false,
+            // The pipe released the source: an errored one rejects `closed`.
+            Err(_) => {
+                let reader: web_sys::ReadableStreamDefaultReader =
+                    source.get_reader().unchecked_into();
+                JsFuture::from(reader.closed()).await.is_err()
+            }
+        };
+        fault.settle(broke);
+    });
+    Ok(readable)
 }
 
 /// Bytes a request body, or a cache copy (`cache::store_task`), holds
@@ -50,19 +162,24 @@ impl Drop for HeldClaim {
     }
 }
 
-/// Reads `req`'s body, holding at most `cap` bytes, each claimed in `claim`.
+/// Reads `req`'s body, holding at most `cap` bytes, each claimed in
+/// `claim`; a body that outgrows them goes on watched for `fault`.
 pub(crate) async fn read_up_to(
     req: &web_sys::Request,
     cap: u64,
+    declared: Option<u64>,
     claim: &mut HeldClaim,
-) -> worker::Result<BodyRead> {
+    fault: &ClientBodyFault,
+) -> BodyRead {
     let Some(raw) = req.body() else {
-        return Ok(BodyRead::Held(Vec::new()));
+        return BodyRead::Held(Vec::new());
     };
     let mut body = ByteStream::from(raw);
     let mut held = Vec::new();
     while let Some(chunk) = body.next().await {
-        let chunk = chunk?;
+        let Ok(chunk) = chunk else {
+            return BodyRead::Broken;
+        };
         let over = if held.len() as u64 + chunk.len() as u64 > cap {
             Some(NotHedgeableReason::BodyTooLarge)
         } else if !claim.try_add(chunk.len() as u64) {
@@ -77,11 +194,17 @@ pub(crate) async fn read_up_to(
                 Ok(bytes) => Ok(to_js(&bytes)),
                 Err(e) => Err(JsValue::from_str(&e.to_string())),
             });
-            let whole = wasm_streams::ReadableStream::from_stream(prefix.chain(rest));
-            return Ok(BodyRead::Streamed(whole.into_raw(), reason));
+            let whole = wasm_streams::ReadableStream::from_stream(prefix.chain(rest)).into_raw();
+            return match forward(whole, declared, fault) {
+                Ok(stream) => BodyRead::Streamed(stream, reason),
+                Err(_) => BodyRead::Broken,
+            };
         }
     }
-    Ok(BodyRead::Held(held))
+    if declared.is_some_and(|n| (held.len() as u64) < n) {
+        return BodyRead::Broken;
+    }
+    BodyRead::Held(held)
 }
 
 /// Reads `req`'s body to its end, dropping it, and says whether it held any

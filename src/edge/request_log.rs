@@ -1,31 +1,32 @@
 //! Emits the per-request JSON log line ([`hedgehog_core::observe::request_log`],
 //! built by the isolate's completion) and, with the same fields, the
-//! analytics data point.
+//! analytics data point, as the isolate's cap on error events allows.
 
 use worker::{console_error, console_log, AnalyticsEngineDataset};
 
-use hedgehog_core::observe::request_log::{analytics_weight, LogLevel, RequestLine};
+use super::clock::now_ms;
+use super::isolate::Shared;
+use hedgehog_core::observe::request_log::RequestLine;
 
-/// Completes the line with the status sent, logs it if the level asks, and
-/// writes an analytics data point if a dataset is bound and the request is
-/// in the sample (`sample_percent`).
+/// Completes the line with the status sent, and writes what the isolate
+/// bills for it: the line (at the configured level) and a data point (a
+/// dataset bound, the request in the sample), error events within the cap.
 pub(crate) fn finish(
+    isolate: &Shared,
     mut line: RequestLine,
     status: u16,
-    level: LogLevel,
     dataset: Option<&AnalyticsEngineDataset>,
-    sample_percent: f64,
 ) {
     line.status = status;
-    if let Some(dataset) = dataset {
-        let draw = worker::js_sys::Math::random();
-        if let Some(weight) = analytics_weight(status, sample_percent, draw) {
-            super::analytics::write(dataset, &line, weight);
-        }
+    let draw = worker::js_sys::Math::random();
+    let billed = (isolate.borrow_mut()).bill(status, dataset.is_some(), draw, now_ms());
+    if let (Some(dataset), Some(weight)) = (dataset, billed.weight) {
+        super::analytics::write(dataset, &line, weight);
     }
-    if !level.logs(status) {
+    if !billed.log {
         return;
     }
+    line.error_lines_left_out = billed.lines_left_out;
     if status >= 500 {
         line.level = "error";
         console_error!("{}", line.to_json());

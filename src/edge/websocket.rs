@@ -19,8 +19,12 @@ pub(crate) async fn pass_through(
     req: &web_sys::Request,
     url: &str,
     request_id: &str,
+    strip_authorization: bool,
 ) -> worker::Result<web_sys::Response> {
     let headers = web_sys::Headers::new_with_headers(&req.headers())?;
+    if strip_authorization {
+        headers.delete("authorization")?;
+    }
     let hedge_headers: Vec<String> = headers
         .keys()
         .into_iter()

@@ -28,6 +28,7 @@ pub use crate::estimation::delay_policy::HedgePolicy;
 use crate::estimation::delay_policy::{DelayParams, HedgeMode};
 use crate::estimation::estimator::EstimatorParams;
 use crate::observe::request_log::LogLevel;
+use crate::observe::route_stats::bearer_matches;
 use crate::pop::aggregate::PopParams;
 use crate::pop::client::PopClientParams;
 pub use crate::pop::probes::ProbeParams;
@@ -117,13 +118,20 @@ pub struct StatsParams {
     /// The bearer tokens accepted: one, or two while rotating. None leaves
     /// the pages unserved (the path is proxied like any other).
     pub tokens: Vec<Secret>,
+    /// Every token `HEDGE_STATS_TOKEN` names, even when it was refused: an
+    /// `Authorization` carrying one never reaches an origin.
+    pub withheld: Vec<Secret>,
 }
 
 impl StatsParams {
     /// The operator page a request for `host` and `path` names, if any
     /// (only with a token set, and only on the operator's host if given).
     pub fn page(&self, host: &str, path: &str, query: Option<&str>) -> Option<OperatorPage> {
-        if self.tokens.is_empty() || self.host.as_deref().is_some_and(|h| h != host) {
+        // An empty path: the location was unreadable, and the pages are off.
+        if self.tokens.is_empty()
+            || self.path.is_empty()
+            || self.host.as_deref().is_some_and(|h| h != host)
+        {
             return None;
         }
         let pop = query.is_some_and(|q| q.split('&').any(|kv| kv == "scope=pop"));
@@ -134,9 +142,27 @@ impl StatsParams {
         let sibling = path.strip_prefix(parent)?.strip_prefix('/')?;
         match sibling {
             "metrics" => Some(OperatorPage::Metrics { pop }),
+            "dashboard" if query.is_some_and(|q| q.split('&').any(|kv| kv == "endpoints")) => {
+                Some(OperatorPage::Endpoints)
+            }
             "dashboard" => Some(OperatorPage::Dashboard),
             _ => None,
         }
+    }
+
+    /// Where the dashboard reads from: the stats and metrics paths, as
+    /// the Worker serves them (the page never builds a URL of its own).
+    pub fn sibling_paths(&self) -> (String, String) {
+        let parent = self.path.rsplit_once('/').map_or("", |(p, _)| p);
+        (self.path.clone(), format!("{parent}/metrics"))
+    }
+
+    /// Whether an `Authorization` header value carries one of the
+    /// operator's tokens (each compared in constant time).
+    pub fn carries_token(&self, authorization: &str) -> bool {
+        (self.withheld.iter()).fold(false, |hit, t| {
+            bearer_matches(Some(authorization), t.expose()) | hit
+        })
     }
 }
 
@@ -156,6 +182,9 @@ pub enum OperatorPage {
     /// The live dashboard (a page with no data in it: it asks for the
     /// token and reads the metrics).
     Dashboard,
+    /// Where the dashboard reads from (`<dashboard>?endpoints`, JSON): the
+    /// page asks the Worker rather than build an operator URL itself.
+    Endpoints,
 }
 
 /// A secret value: compared, never printed.
@@ -219,6 +248,12 @@ pub fn defaults() -> Params {
     }
 }
 
+/// Keys whose refusal their own part handles by turning something off,
+/// never by taking the declared default: an unreadable operator location
+/// must not serve the pages on every host, and a refused token setting must
+/// still keep its words from the origins.
+const FAIL_CLOSED_KEYS: &[&str] = &["HEDGE_STATS_PATH", "HEDGE_STATS_TOKEN"];
+
 /// What a Worker runs on: [`parse`], except that only an unusable
 /// `HEDGE_ORIGINS` (or an internal error) refuses the configuration. Any
 /// other invalid or unknown key takes its declared default and is returned
@@ -253,10 +288,16 @@ pub fn parse_lenient(
         }
         let before = vars.len();
         for e in &errors {
-            vars.remove(&e.key);
+            if !FAIL_CLOSED_KEYS.contains(&e.key.as_str()) {
+                vars.remove(&e.key);
+            }
         }
         let dropped = vars.len() < before;
-        reported.extend(errors);
+        for e in errors {
+            if !reported.contains(&e) {
+                reported.push(e);
+            }
+        }
         if !dropped {
             return Ok((params, reported));
         }
@@ -779,8 +820,9 @@ mod tests {
                 format!("{t1},{t2},third-token-0123456789"),
             ),
             ("HEDGE_STATS_TOKEN", format!("{t1} short")),
-            ("HEDGE_STATS_PATH", "https://ops.example.com/x".to_string()),
             ("HEDGE_STATS_PATH", "ops.example.com".to_string()),
+            ("HEDGE_STATS_PATH", "ops.example.com:8443/x".to_string()),
+            ("HEDGE_STATS_PATH", "ftp://ops.example.com/x".to_string()),
         ] {
             let errors = parse(&vars(&[ORIGINS, (key, &value)])).expect_err(&value);
             assert_eq!(keys_of(&errors), [key], "{value}");
@@ -789,5 +831,94 @@ mod tests {
                 "no token echoed"
             );
         }
+    }
+
+    #[test]
+    fn a_host_lock_in_any_spelling_holds_and_an_unreadable_one_turns_the_pages_off() {
+        let t1 = "first-token-0123456789";
+        for spelling in [
+            "https://Ops.Example.com/__hedge/stats",
+            "http://ops.example.com:80/__hedge/stats",
+            "ops.example.com:443/__hedge/stats",
+            "//ops.example.com/__hedge/stats",
+        ] {
+            let p = parse(&vars(&[
+                ORIGINS,
+                ("HEDGE_STATS_TOKEN", t1),
+                ("HEDGE_STATS_PATH", spelling),
+            ]))
+            .expect(spelling);
+            assert_eq!(
+                p.stats.host.as_deref(),
+                Some("ops.example.com"),
+                "{spelling}"
+            );
+            assert_eq!(p.stats.path, "/__hedge/stats", "{spelling}");
+            assert!(p
+                .stats
+                .page("api.example.com", "/__hedge/stats", None)
+                .is_none());
+        }
+        for unreadable in ["ops.example.com", "ops.example.com:8443/__hedge/stats"] {
+            let v = vars(&[
+                ORIGINS,
+                ("HEDGE_STATS_TOKEN", t1),
+                ("HEDGE_STATS_PATH", unreadable),
+            ]);
+            let (p, errors) = parse_lenient(&v).expect("the Worker runs");
+            assert_eq!(keys_of(&errors), ["HEDGE_STATS_PATH"], "{unreadable}");
+            for host in ["ops.example.com", "api.example.com"] {
+                for path in ["/__hedge/stats", "/__hedge/metrics", "/__hedge/dashboard"] {
+                    assert_eq!(
+                        p.stats.page(host, path, None),
+                        None,
+                        "{unreadable}: {host}{path}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_dashboard_asks_the_worker_where_its_siblings_are() {
+        let p = parse(&vars(&[
+            ORIGINS,
+            ("HEDGE_STATS_TOKEN", "first-token-0123456789"),
+            ("HEDGE_STATS_PATH", "/ops/hedge-stats"),
+        ]))
+        .expect("a path of its own");
+        let page = |path, query| p.stats.page("edge.test", path, query);
+        assert_eq!(
+            page("/ops/dashboard", Some("endpoints")),
+            Some(OperatorPage::Endpoints)
+        );
+        assert_eq!(page("/ops/dashboard", None), Some(OperatorPage::Dashboard));
+        assert_eq!(
+            page("/ops/stats", None),
+            None,
+            "what the page used to build"
+        );
+        assert_eq!(
+            p.stats.sibling_paths(),
+            ("/ops/hedge-stats".to_string(), "/ops/metrics".to_string())
+        );
+    }
+
+    #[test]
+    fn every_word_of_the_token_setting_is_withheld_even_when_refused() {
+        let (t1, t2, t3) = (
+            "first-token-0123456789",
+            "second-token-0123456789",
+            "third-token-0123456789",
+        );
+        let v = vars(&[ORIGINS, ("HEDGE_STATS_TOKEN", &format!("{t1} {t2},{t3}"))]);
+        let (p, errors) = parse_lenient(&v).expect("the Worker runs");
+        assert_eq!(keys_of(&errors), ["HEDGE_STATS_TOKEN"]);
+        assert!(p.stats.tokens.is_empty(), "three tokens: the pages are off");
+        for t in [t1, t2, t3] {
+            assert!(p.stats.carries_token(&format!("Bearer {t}")), "{t}");
+        }
+        assert!(!p.stats.carries_token("Bearer someone-elses-token-000"));
+        assert!(!p.stats.carries_token(&format!("Basic {t1}")));
     }
 }

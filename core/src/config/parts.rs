@@ -331,26 +331,7 @@ fn probe_path(raw: &str) -> Result<String, String> {
 
 impl StatsParams {
     pub(super) fn read(r: &mut Reader<'_>) -> Self {
-        let location = |raw: &str| {
-            let raw = raw.trim();
-            let (host, path) = match raw.find('/') {
-                Some(0) => (None, raw),
-                Some(i) => (Some(raw[..i].to_ascii_lowercase()), &raw[i..]),
-                None => (None, ""),
-            };
-            let host_ok = host.as_deref().is_none_or(|h| {
-                !h.is_empty()
-                    && h.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-            });
-            match path {
-                p if host_ok && p.starts_with('/') && !p.contains(['?', '#', ' ']) => {
-                    Ok((host, p.to_string()))
-                }
-                _ => Err("must be a path starting with '/', optionally after the one hostname the pages answer on (ops.example.com/__hedge/stats), without scheme, query or fragment".to_string()),
-            }
-        };
-        let tokens: Vec<&str> = r
+        let words: Vec<&str> = r
             .raw("HEDGE_STATS_TOKEN")
             .map(|t| {
                 t.split([' ', ',', '\t', '\n'])
@@ -358,25 +339,72 @@ impl StatsParams {
                     .collect()
             })
             .unwrap_or_default();
+        // Every word of the setting is withheld from the origins, even when
+        // the setting is refused (a rotation typo must not send the token on).
+        let withheld: Vec<Secret> = words.iter().map(|t| Secret(t.to_string())).collect();
         // The values themselves are never echoed in an error.
-        let tokens = if tokens.len() > 2 {
+        let tokens = if words.len() > 2 {
             r.fail(
                 "HEDGE_STATS_TOKEN",
                 "holds one token, or two (separated by a space or a comma) while rotating",
             );
             Vec::new()
-        } else if tokens.iter().any(|t| t.len() < 16) {
+        } else if words.iter().any(|t| t.len() < 16) {
             r.fail(
                 "HEDGE_STATS_TOKEN",
                 "must be at least 16 characters (a guessable token exposes origin names and traffic)",
             );
             Vec::new()
         } else {
-            tokens.into_iter().map(|t| Secret(t.to_string())).collect()
+            withheld.clone()
         };
-        let (host, path) = r.parsed("HEDGE_STATS_PATH", location, (None, String::new()));
-        Self { path, host, tokens }
+        // An unreadable location turns the pages off: falling back to the
+        // default path would serve them on every host the operator meant to
+        // keep them off.
+        let (host, path) = match operator_location(r.text("HEDGE_STATS_PATH")) {
+            Ok(location) => location,
+            Err(reason) => {
+                r.fail("HEDGE_STATS_PATH", reason);
+                (None, String::new())
+            }
+        };
+        Self {
+            path,
+            host,
+            tokens,
+            withheld,
+        }
     }
+}
+
+/// `HEDGE_STATS_PATH` as (host, path): a path, optionally after the one
+/// hostname the pages answer on, written with or without a scheme and the
+/// default port (`https://ops.example.com:443/__hedge/stats` is
+/// `ops.example.com` and `/__hedge/stats`).
+fn operator_location(raw: &str) -> Result<(Option<String>, String), String> {
+    const EXPECTED: &str = "must be a path starting with '/', optionally after the one hostname the pages answer on (ops.example.com/__hedge/stats, with https:// or the default port if you like), without query or fragment";
+    let raw = raw.trim();
+    let lower = raw.to_ascii_lowercase();
+    let rest = ["https://", "http://", "//"]
+        .iter()
+        .find_map(|scheme| lower.starts_with(scheme).then(|| &raw[scheme.len()..]))
+        .unwrap_or(raw);
+    // A bare host, another scheme or another port: nothing the pages can
+    // be served at as the operator meant.
+    let (authority, path) = rest.split_at(rest.find('/').ok_or(EXPECTED)?);
+    let host = match authority.rsplit_once(':') {
+        Some((host, "443" | "80")) => host,
+        Some(_) => return Err(EXPECTED.to_string()),
+        None => authority,
+    };
+    let host_ok = host
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+    if !host_ok || path.contains("://") || path.contains(['?', '#', ' ']) {
+        return Err(EXPECTED.to_string());
+    }
+    let host = (!host.is_empty()).then(|| host.to_ascii_lowercase());
+    Ok((host, path.to_string()))
 }
 
 /// `HEDGE_LOG_LEVEL`.

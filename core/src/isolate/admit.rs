@@ -5,7 +5,7 @@
 
 use crate::cache::directives::Directives;
 use crate::cache::policy::{is_reserved_host, request_cacheable, url_host, CacheRequestFacts};
-use crate::config::OperatorPage;
+use crate::config::{OperatorPage, StatsParams};
 use crate::race::RacePlan;
 use crate::request::coalesce::Role;
 use crate::request::eligibility::{
@@ -64,6 +64,8 @@ pub enum Admit {
         request_id: String,
         /// The URL on that origin.
         url: String,
+        /// Its `Authorization` carries an operator token: dropped.
+        strip_authorization: bool,
     },
     /// Proxied (boxed: it is large, the others small).
     Proxy(Box<Admission>),
@@ -116,6 +118,12 @@ pub struct Admission {
     pub look_up_cache: bool,
     /// How its body is handled.
     pub body: BodyPlan,
+    /// The body's declared `Content-Length`: a body that ends short of it
+    /// broke off on the client's side.
+    pub declared_length: Option<u64>,
+    /// Its `Authorization` carries an operator token: dropped before any
+    /// origin sees the request (a scraper aimed at the wrong host or path).
+    pub strip_authorization: bool,
     /// Its race's plan, once made (at once when nothing is looked up first).
     pub plan: Option<RacePlan>,
     /// When it arrived.
@@ -242,6 +250,13 @@ pub(super) fn trace(head: &RequestHead<'_>) -> TraceContext {
         trace_id: (head.new_id)(),
         flags: "00".to_string(),
     })
+}
+
+/// Whether the request's `Authorization` carries an operator token (read
+/// only when one is configured): such a header never goes to an origin.
+pub(super) fn carries_operator_token(head: &RequestHead<'_>, stats: &StatsParams) -> bool {
+    !stats.withheld.is_empty()
+        && (head.header)("authorization").is_some_and(|a| stats.carries_token(&a))
 }
 
 /// A WebSocket upgrade request.

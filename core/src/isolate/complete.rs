@@ -4,7 +4,7 @@
 
 use crate::cache::freshness::StoredMeta;
 use crate::config::Params;
-use crate::observe::request_log::{LegLine, LogLevel, RequestLine};
+use crate::observe::request_log::{LegLine, RequestLine};
 use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
 use crate::request::outbound::TraceContext;
 
@@ -46,10 +46,6 @@ pub struct Completion {
     pub log: Option<RequestLine>,
     /// A PoP push to send in the background, encoded.
     pub push: Option<Vec<u8>>,
-    /// Which lines are logged (by the final status).
-    pub log_level: LogLevel,
-    /// Percent of successful requests written to Analytics Engine.
-    pub analytics_sample_percent: f64,
     /// The race's timeout, for the 504's message.
     pub timeout_ms: f64,
     /// How long the answer's body may stay silent (`HEDGE_BODY_IDLE_TIMEOUT_MS`).
@@ -195,5 +191,6 @@ pub(super) fn log_line(
         hedge_skip: state.no_hedge.map(|reason| reason.as_str()),
         legs: leg_lines(params, state, now_ms),
         version: std::rc::Rc::clone(version),
+        error_lines_left_out: 0,
     }
 }

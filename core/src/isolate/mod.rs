@@ -29,6 +29,7 @@ use crate::cache::invalidation::{invalidates, Invalidations};
 use crate::cache::policy::{response_freshness, CacheRoutes};
 use crate::config::{route_policy, Params};
 use crate::estimation::delay_plan::RouteDelay;
+use crate::observe::error_events::{Billed, ErrorEvents};
 use crate::observe::exposition::Format;
 use crate::observe::metrics::MetricCounts;
 use crate::observe::request_log::LogLevel;
@@ -107,6 +108,8 @@ pub struct Isolate {
     started_ms: f64,
     /// The last requests that ended in an error (the dashboard lists them).
     recent_errors: std::collections::VecDeque<RecentError>,
+    /// The cap on error lines and unsampled data points.
+    error_events: ErrorEvents,
     /// The newest error the aggregator has taken, and the newest in the push in flight.
     errors_pushed_ms: f64,
     errors_in_flight_ms: Option<f64>,
@@ -163,12 +166,27 @@ impl Isolate {
             version: "".into(),
             started_ms: now_ms,
             recent_errors: std::collections::VecDeque::new(),
+            error_events: ErrorEvents::new(now_ms),
             errors_pushed_ms: f64::NEG_INFINITY,
             errors_in_flight_ms: None,
             delays_pushed: HashMap::new(),
             hedger,
             params,
         }
+    }
+
+    /// What a request answered `status` writes (its log line, its data
+    /// point with a dataset bound), within the isolate's cap on error events.
+    pub fn bill(&mut self, status: u16, dataset: bool, draw: f64, now_ms: f64) -> Billed {
+        let p = &self.params;
+        (self.error_events).bill(
+            status,
+            p.log_level,
+            dataset,
+            p.analytics_sample_percent,
+            draw,
+            now_ms,
+        )
     }
 
     /// The configuration (shared: cloning the `Rc` copies nothing).
@@ -195,7 +213,11 @@ impl Isolate {
             let url = p.origins.get(origin).map_or_else(String::new, |o| {
                 upstream_url(&o.base_url, target.path, target.query)
             });
-            return Admit::WebSocket { request_id, url };
+            return Admit::WebSocket {
+                request_id,
+                url,
+                strip_authorization: admit::carries_operator_token(head, &p.stats),
+            };
         }
         let body = match admit::body_facts(head) {
             Ok(body) => body,
@@ -248,6 +270,8 @@ impl Isolate {
             role,
             look_up_cache,
             body: body_plan,
+            declared_length: body.content_length,
+            strip_authorization: admit::carries_operator_token(head, &p.stats),
             plan: None,
             started_ms: now_ms,
         };
@@ -402,8 +426,6 @@ impl Isolate {
             .push_due(now_ms)
             .then(|| self.take_push(now_ms));
         Completion {
-            log_level: self.params.log_level,
-            analytics_sample_percent: self.params.analytics_sample_percent,
             timeout_ms: state.plan.timeout_ms,
             body_idle_timeout_ms: self.params.body_idle_timeout_ms,
             rescue,

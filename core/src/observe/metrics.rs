@@ -547,7 +547,8 @@ impl MetricCounts {
 
     /// Why counts decoded from a push cannot be merged, if they cannot.
     pub fn check(&self) -> Result<(), String> {
-        let label = |s: &str| s.len() <= MAX_LABEL_BYTES;
+        // Every label is printed in each PoP scrape: bounded, one line.
+        let label = |s: &str| s.len() <= MAX_LABEL_BYTES && !s.chars().any(char::is_control);
         if self.routes.len() > MAX_METRIC_ROUTES
             || self.origins.len() > MAX_METRIC_ORIGINS
             || self.hedge_skips.len() > MAX_SKIP_REASONS

@@ -1,6 +1,7 @@
 //! What the Worker reports: per-route stats counters, the request log line,
 //! and the metrics (counters and histograms, and their text exposition).
 
+pub mod error_events;
 pub mod exposition;
 pub mod metrics;
 pub mod request_log;

@@ -115,6 +115,14 @@ pub struct RequestLine {
     /// empty, and left out, when the runtime gives none).
     #[serde(skip_serializing_if = "no_version", serialize_with = "version_text")]
     pub version: std::rc::Rc<str>,
+    /// Error lines this isolate left out (over its cap) since the last one
+    /// it wrote ([`super::error_events`]); left out when none were.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub error_lines_left_out: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn no_version(version: &std::rc::Rc<str>) -> bool {
@@ -177,6 +185,7 @@ mod tests {
             hedge_skip: None,
             legs: vec![],
             version: "".into(),
+            error_lines_left_out: 0,
         };
         let text = line.to_json();
         assert!(!text.contains('\n'));

@@ -22,7 +22,7 @@ use crate::observe::route_labels::RouteLabels;
 use crate::pop::probes::{ProbeBook, ProbeParams, ProbeResult};
 use crate::pop::push::{
     ErrorReport, KeyDelta, KeyQuantile, OriginRate, Push, PushError, PushReply, RouteDelayReport,
-    RouteShare, SparseBucket, MAX_PUSH_ERRORS, PUSH_VERSION,
+    RouteShare, SparseBucket, MAX_PUSH_ERRORS, MAX_PUSH_ORIGINS, PUSH_VERSION,
 };
 
 /// Aggregator limits.
@@ -267,6 +267,13 @@ impl PopAggregate {
         let pair = Pair(push.eligible, push.hedges);
         self.counters.hedges.update(now_ms, |p| p.add(&pair));
         for origin in &push.origins {
+            // Bounded like every other map here: isolates name the same
+            // few origins, so a new one past the cap is left out.
+            if self.counters.origins.len() >= MAX_PUSH_ORIGINS
+                && !self.counters.origins.contains_key(&origin.origin)
+            {
+                continue;
+            }
             self.counters
                 .origins
                 .entry(origin.origin.clone())
@@ -775,6 +782,25 @@ mod tests {
             ),
             (10, 0)
         );
+    }
+
+    #[test]
+    fn the_origins_held_stay_bounded_whatever_the_pushes_name() {
+        let mut pop = PopAggregate::new(params());
+        for p in 0..10 {
+            let push = Push {
+                origins: (0..MAX_PUSH_ORIGINS)
+                    .map(|i| OriginDelta {
+                        origin: format!("o-{p}-{i}"),
+                        responses: 1,
+                        errors_5xx: 0,
+                    })
+                    .collect(),
+                ..push_of("/r", [10.0])
+            };
+            pop.apply(&push, 0, 1_000.0);
+        }
+        assert_eq!(pop.origin_rates(1_000.0).len(), MAX_PUSH_ORIGINS);
     }
 
     #[test]

@@ -275,6 +275,7 @@ impl Push {
             let optional = [d.predicted_share, d.predicted_tail_ms, d.unhedged_tail_ms];
             if !number(d.delay_ms)
                 || d.basis.len() > 16
+                || d.basis.chars().any(char::is_control)
                 || !optional.iter().flatten().all(|v| number(*v))
             {
                 return fail("a route delay is malformed");
@@ -285,13 +286,14 @@ impl Push {
             if let Some(o) = &e.origin {
                 check_name("origin", o)?;
             }
-            if !number(e.at_ms) || e.what.len() > 200 {
+            if !number(e.at_ms) || e.what.len() > 200 || e.what.chars().any(char::is_control) {
                 return fail("an error report is malformed");
             }
         }
         if self.route_budgets.len() > MAX_PUSH_ORIGINS {
             return fail("too many route budgets");
         }
+        check_version(&self.worker_version)?;
         for r in &self.route_budgets {
             check_name("route", &r.route)?;
             if r.eligible > MAX_COUNT || r.hedges > r.eligible.max(MAX_COUNT) {
@@ -327,6 +329,21 @@ impl Push {
         }
         Ok(())
     }
+}
+
+/// Longest Worker version id a push may carry (the platform's are UUIDs).
+pub const MAX_VERSION_BYTES: usize = 64;
+
+/// A Worker version id: printed in every PoP scrape, so short and plain
+/// (letters, digits, `.`, `_`, `:`, `-`).
+fn check_version(version: &str) -> Result<(), PushError> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
+    if version.len() > MAX_VERSION_BYTES || !version.chars().all(plain) {
+        return fail(format!(
+            "worker_version is not a version id (at most {MAX_VERSION_BYTES} letters, digits, '.', '_', ':', '-')"
+        ));
+    }
+    Ok(())
 }
 
 fn check_name(what: &str, name: &str) -> Result<(), PushError> {
@@ -475,6 +492,14 @@ mod tests {
             ),
             (Box::new(|p| p.keys[0].origin = "a\nb".into()), "control"),
             (Box::new(|p| p.origins[0].errors_5xx = 41), "out of range"),
+            (
+                Box::new(|p| p.worker_version = "v\u{7}".into()),
+                "worker_version",
+            ),
+            (
+                Box::new(|p| p.worker_version = "v".repeat(MAX_VERSION_BYTES + 1)),
+                "worker_version",
+            ),
             (
                 Box::new(|p| p.keys = vec![p.keys[0].clone(); MAX_PUSH_KEYS + 1]),
                 "keys",

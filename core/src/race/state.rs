@@ -68,7 +68,8 @@ pub enum RaceEnd {
     },
     /// No leg answered within the timeout.
     TimedOut,
-    /// The client went away first.
+    /// The client ended the exchange first: it went away, or its upload
+    /// broke off (nothing about any origin either way).
     ClientGone,
 }
 
@@ -189,6 +190,7 @@ pub enum RaceEvent {
     TimerFired,
     /// No answer within the timeout.
     DeadlinePassed,
-    /// The client went away.
+    /// The client ended the exchange: it went away, or a leg failed
+    /// because the client's upload broke off.
     ClientGone,
 }
