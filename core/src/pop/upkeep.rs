@@ -76,6 +76,21 @@ pub struct SnapshotSchedule {
 }
 
 impl SnapshotSchedule {
+    /// The schedule of an object woken (from hibernation or eviction) with
+    /// stored state at `now_ms`: that state was written, so its first
+    /// changes are not written at once again (a quiet PoP whose pushes
+    /// come more than ten seconds apart wakes its object on nearly every
+    /// push, and wrote about 7 rows each time), and the next snapshot falls
+    /// a minute on.
+    pub fn resumed(now_ms: f64) -> Self {
+        Self {
+            last_ms: Some(now_ms),
+            dirty: false,
+            snapshots: SNAPSHOT_AT_ONCE,
+            rows_written: 0,
+        }
+    }
+
     /// The state changed at `now_ms`; says whether to write it now.
     pub fn changed(&mut self, now_ms: f64) -> bool {
         self.dirty = true;
@@ -133,5 +148,13 @@ mod tests {
         s.written(3, 60_000.0);
         assert!(!s.due(200_000.0), "nothing changed since");
         assert_eq!(s.rows_written, 6);
+    }
+
+    #[test]
+    fn a_woken_object_with_stored_state_waits_its_minute() {
+        let mut s = SnapshotSchedule::resumed(1_000.0);
+        assert!(!s.changed(1_000.0), "its stored state was written already");
+        assert!(!s.changed(60_000.0));
+        assert!(s.due(61_000.0));
     }
 }

@@ -57,6 +57,25 @@ pub struct PopAggregator {
     unsaved: RefCell<BTreeSet<PopKey>>,
     /// Alarms run since the object started (each is a billed request).
     alarms: RefCell<u64>,
+    /// Rows the storage API says it read and wrote since the object
+    /// started (each `setAlarm()` is billed as one more row written).
+    storage_rows: RefCell<StorageRows>,
+}
+
+/// Rows read and written as the storage API counts them (the cursor's
+/// `rowsRead` / `rowsWritten`), and alarms set: what the bill counts.
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+struct StorageRows {
+    rows_read: u64,
+    rows_written: u64,
+    alarms_set: u64,
+}
+
+impl StorageRows {
+    fn add(&mut self, cursor: &worker::SqlCursor) {
+        self.rows_read += cursor.rows_read() as u64;
+        self.rows_written += cursor.rows_written() as u64;
+    }
 }
 
 impl std::fmt::Debug for PopAggregator {
@@ -101,6 +120,8 @@ struct StatsJson {
     pushes_shed: u64,
     rows_written: u64,
     alarms: u64,
+    /// The storage API's own counts since this object started.
+    storage: StorageRows,
 }
 
 impl DurableObject for PopAggregator {
@@ -133,6 +154,7 @@ impl DurableObject for PopAggregator {
             snapshot: RefCell::new(SnapshotSchedule::default()),
             unsaved: RefCell::new(BTreeSet::new()),
             alarms: RefCell::new(0),
+            storage_rows: RefCell::new(StorageRows::default()),
         }
     }
 
@@ -215,6 +237,7 @@ impl DurableObject for PopAggregator {
                     pushes_shed: self.admission.borrow().shed,
                     rows_written: self.snapshot.borrow().rows_written,
                     alarms: *self.alarms.borrow(),
+                    storage: *self.storage_rows.borrow(),
                 })?;
                 json(200, &stats)
             }
@@ -267,7 +290,10 @@ impl DurableObject for PopAggregator {
                     "DELETE FROM pop_keys WHERE origin = ? AND route = ?",
                     vec![origin.into(), route.into()],
                 ) {
-                    Ok(_) => deleted += 1,
+                    Ok(cursor) => {
+                        self.storage_rows.borrow_mut().add(&cursor);
+                        deleted += 1;
+                    }
                     Err(e) => console_warn!("hedgehog-edge aggregator: deleting a key: {e}"),
                 }
             }
@@ -297,8 +323,14 @@ impl PopAggregator {
         let sql = self.state.storage().sql();
         let mut slot = self.aggregate.borrow_mut();
         if slot.is_none() {
+            let mut rows = self.storage_rows.borrow_mut();
+            let (aggregate, stored) = load(&sql, self.params, &mut rows)?;
+            // Woken with stored state: the schedule goes on from it.
+            if stored {
+                *self.snapshot.borrow_mut() = SnapshotSchedule::resumed(now_ms());
+            }
             *slot = Some(
-                load(&sql, self.params)?
+                aggregate
                     .with_probes(self.probes.clone())
                     .with_route_labels(self.route_labels.clone(), now_ms()),
             );
@@ -310,7 +342,13 @@ impl PopAggregator {
     /// Writes the keys changed since the last snapshot and the counters.
     fn save(&self, sql: &SqlStorage, aggregate: &mut PopAggregate, now: f64) {
         let keys = std::mem::take(&mut *self.unsaved.borrow_mut());
-        let rows = save(sql, aggregate, &keys, now);
+        let rows = save(
+            sql,
+            aggregate,
+            &keys,
+            now,
+            &mut self.storage_rows.borrow_mut(),
+        );
         self.snapshot.borrow_mut().written(rows, now);
     }
 
@@ -328,6 +366,7 @@ impl PopAggregator {
             None => f64::INFINITY,
         };
         let offset_ms = self.sweep_every_ms().min(probe_every_ms).max(1.0) as i64;
+        self.storage_rows.borrow_mut().alarms_set += 1;
         match storage.set_alarm(offset_ms).await {
             Ok(()) => *self.alarm_set.borrow_mut() = true,
             Err(e) => console_warn!("hedgehog-edge aggregator: setting the alarm: {e}"),
@@ -335,40 +374,56 @@ impl PopAggregator {
     }
 }
 
-fn load(sql: &SqlStorage, params: PopParams) -> worker::Result<PopAggregate> {
-    sql.exec(
+/// The stored state, and whether there was any.
+fn load(
+    sql: &SqlStorage,
+    params: PopParams,
+    counted: &mut StorageRows,
+) -> worker::Result<(PopAggregate, bool)> {
+    let exec = |query: &str, counted: &mut StorageRows| {
+        sql.exec(query, None).inspect(|cursor| counted.add(cursor))
+    };
+    exec(
         "CREATE TABLE IF NOT EXISTS pop_keys (origin TEXT NOT NULL, route TEXT NOT NULL, \
          record TEXT NOT NULL, PRIMARY KEY (origin, route))",
-        None,
+        counted,
     )?;
-    sql.exec(
+    exec(
         "CREATE TABLE IF NOT EXISTS pop_meta (name TEXT PRIMARY KEY, record TEXT NOT NULL)",
-        None,
+        counted,
     )?;
     let now = worker::Date::now().as_millis() as f64;
     let mut aggregate = PopAggregate::new(params);
-    let rows: Vec<KeyRow> = sql
-        .exec("SELECT origin, route, record FROM pop_keys", None)?
-        .to_array()?;
+    let rows: Vec<KeyRow> =
+        exec("SELECT origin, route, record FROM pop_keys", counted)?.to_array()?;
     for row in rows {
         // A row that no longer parses is dropped rather than failing every push.
         if let Err(e) = aggregate.import_key((row.origin, row.route), &row.record, now) {
             console_warn!("hedgehog-edge aggregator: {e}");
         }
     }
-    let meta: Vec<MetaRow> = sql
-        .exec("SELECT record FROM pop_meta WHERE name = 'counters'", None)?
-        .to_array()?;
+    let meta: Vec<MetaRow> = exec(
+        "SELECT record FROM pop_meta WHERE name = 'counters'",
+        counted,
+    )?
+    .to_array()?;
+    let stored = !meta.is_empty();
     if let Some(row) = meta.first() {
         if let Err(e) = aggregate.import_counters(&row.record, now) {
             console_warn!("hedgehog-edge aggregator: {e}");
         }
     }
-    Ok(aggregate)
+    Ok((aggregate, stored))
 }
 
 /// Writes these keys and the counters; the rows written.
-fn save(sql: &SqlStorage, aggregate: &mut PopAggregate, keys: &BTreeSet<PopKey>, now: f64) -> u64 {
+fn save(
+    sql: &SqlStorage,
+    aggregate: &mut PopAggregate,
+    keys: &BTreeSet<PopKey>,
+    now: f64,
+    counted: &mut StorageRows,
+) -> u64 {
     let mut rows = 0;
     for key in keys {
         let Some(record) = aggregate.export_key(key, now) else {
@@ -378,7 +433,10 @@ fn save(sql: &SqlStorage, aggregate: &mut PopAggregate, keys: &BTreeSet<PopKey>,
             "INSERT OR REPLACE INTO pop_keys (origin, route, record) VALUES (?, ?, ?)",
             vec![key.0.clone().into(), key.1.clone().into(), record.into()],
         ) {
-            Ok(_) => rows += 1,
+            Ok(cursor) => {
+                counted.add(&cursor);
+                rows += 1;
+            }
             Err(e) => console_warn!("hedgehog-edge aggregator: storing a key: {e}"),
         }
     }
@@ -386,7 +444,10 @@ fn save(sql: &SqlStorage, aggregate: &mut PopAggregate, keys: &BTreeSet<PopKey>,
         "INSERT OR REPLACE INTO pop_meta (name, record) VALUES ('counters', ?)",
         vec![aggregate.export_counters().into()],
     ) {
-        Ok(_) => rows += 1,
+        Ok(cursor) => {
+            counted.add(&cursor);
+            rows += 1;
+        }
         Err(e) => console_warn!("hedgehog-edge aggregator: storing counters: {e}"),
     }
     rows
