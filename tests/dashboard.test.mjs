@@ -18,6 +18,7 @@ import { captureLogs } from "./support/logs.mjs";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const TOKEN = "test-token-0123456789abcdef";
 const chromium = execFileSync("bash", ["-c", "command -v chromium"], { encoding: "utf8" }).trim();
+const launchBrowser = () => puppeteer.launch({ executablePath: chromium, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
 
 test("the dashboard shows the PoP's figures, charts them, and asks for the token", async () => {
   // A heavy tail the budget can hedge: 1 request in 20 takes 300 ms.
@@ -51,11 +52,7 @@ test("the dashboard shows the PoP's figures, charts them, and asks for the token
     }
   })();
 
-  const browser = await puppeteer.launch({
-    executablePath: chromium,
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-  });
+  const browser = await launchBrowser();
   try {
     const page = await browser.newPage();
     await page.setViewport({ width: 1280, height: 1000 });
@@ -175,11 +172,7 @@ test("with a stats path of its own the page reads where the Worker says, no toke
   const named = await fetch(`${w.url}/ops/dashboard?endpoints`, { headers: { authorization: `Bearer ${TOKEN}` } });
   assert.deepEqual(await named.json(), { stats: "/ops/hedge-stats", metrics: "/ops/metrics" });
   assert.equal((await fetch(`${w.url}/ops/dashboard?endpoints`)).status, 401);
-  const browser = await puppeteer.launch({
-    executablePath: chromium,
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-  });
+  const browser = await launchBrowser();
   try {
     const page = await browser.newPage();
     const asked = [];

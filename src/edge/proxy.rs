@@ -162,13 +162,10 @@ async fn read_body(
                 BodyRead::Broken => return Err(BODY_BROKE),
             }
         }
-        BodyPlan::Stream => match client.req.body() {
-            Some(raw) => match request_body::forward(raw, declared, fault) {
-                Ok(stream) => OutboundBody::Stream(Some(stream)),
-                Err(_) => return Err(BODY_BROKE),
-            },
-            None => OutboundBody::Stream(None),
-        },
+        BodyPlan::Stream => OutboundBody::Stream(
+            (client.req.body())
+                .map(|raw| request_body::forward(&raw, declared, fault).unwrap_or(raw)),
+        ),
     })
 }
 

@@ -220,10 +220,7 @@ pub(crate) async fn run(
         // A leg that failed while the client's body streamed to it: was it
         // the client's upload that broke? (Known within microtasks.)
         let body_broke = match &event {
-            Event::Finished(_, Err(_)) => {
-                let streamed = matches!(outbound.body, OutboundBody::Stream(_));
-                outbound.client_body.verdict(streamed).await
-            }
+            Event::Finished(_, Err(_)) => outbound.client_body.verdict().await,
             _ => false,
         };
         let event = race_event(event, &mut legs, client, body_broke);

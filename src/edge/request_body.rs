@@ -45,6 +45,8 @@ struct FaultState {
     /// `Some(true)`: the client's body broke off; `Some(false)`: the pipe
     /// ended otherwise (the body went whole, or the fetch dropped it).
     verdict: Cell<Option<bool>>,
+    /// A pipe watches the body (the runtime had the streams for it).
+    watched: Cell<bool>,
     /// The controller of the leg the body streams to: aborted when the
     /// body breaks, so the origin sees a cut request, never an ending.
     leg: RefCell<Option<web_sys::AbortController>>,
@@ -67,9 +69,9 @@ impl ClientBodyFault {
 
     /// After a leg failed: waits (briefly) for a watched body's pipe to
     /// settle, then says whether the client's body broke off.
-    pub(crate) async fn verdict(&self, watched: bool) -> bool {
+    pub(crate) async fn verdict(&self) -> bool {
         let mut waited = 0;
-        while watched && self.0.verdict.get().is_none() && waited < VERDICT_WAIT_MS {
+        while self.0.watched.get() && self.0.verdict.get().is_none() && waited < VERDICT_WAIT_MS {
             Delay::from(Duration::from_millis(2)).await;
             waited += 2;
         }
@@ -96,8 +98,11 @@ impl ClientBodyFault {
 /// and its leg is cut through the leg's own controller instead. When the
 /// pipe fails, the source says whose failure it was: errored, the client's;
 /// cancelled by the fetch (the origin's failure), not.
+///
+/// `Err` (the runtime lacks these streams): the caller forwards `source`
+/// as it is, unwatched.
 pub(crate) fn forward(
-    source: web_sys::ReadableStream,
+    source: &web_sys::ReadableStream,
     declared: Option<u64>,
     fault: &ClientBodyFault,
 ) -> worker::Result<web_sys::ReadableStream> {
@@ -117,9 +122,10 @@ pub(crate) fn forward(
     let writable = Reflect::get(&through, &"writable".into())?;
     let options = js_sys::Object::new();
     Reflect::set(&options, &"preventAbort".into(), &JsValue::TRUE)?;
-    let pipe_to: Function = Reflect::get(&source, &"pipeTo".into())?.dyn_into()?;
-    let piping: Promise = pipe_to.call2(&source, &writable, &options)?.dyn_into()?;
-    let fault = fault.clone();
+    let pipe_to: Function = Reflect::get(source, &"pipeTo".into())?.dyn_into()?;
+    let piping: Promise = pipe_to.call2(source, &writable, &options)?.dyn_into()?;
+    fault.0.watched.set(true);
+    let (source, fault) = (source.clone(), fault.clone());
     spawn_local(async move {
         let broke = match JsFuture::from(piping).await {
             Ok(_) => false,
@@ -195,10 +201,8 @@ pub(crate) async fn read_up_to(
                 Err(e) => Err(JsValue::from_str(&e.to_string())),
             });
             let whole = wasm_streams::ReadableStream::from_stream(prefix.chain(rest)).into_raw();
-            return match forward(whole, declared, fault) {
-                Ok(stream) => BodyRead::Streamed(stream, reason),
-                Err(_) => BodyRead::Broken,
-            };
+            let stream = forward(&whole, declared, fault).unwrap_or(whole);
+            return BodyRead::Streamed(stream, reason);
         }
     }
     if declared.is_some_and(|n| (held.len() as u64) < n) {
