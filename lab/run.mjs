@@ -2,7 +2,7 @@
 // open-loop load, and a side-by-side report of every configuration on the
 // same scenario and load, in one run.
 //
-//   node lab/run.mjs [--scenario heavy-tail|gc-pause|bimodal-cache|slow-origin|fast-503|cliff|rare-stalls|recovery|busy-isolate|fast-503-both|all|none]
+//   node lab/run.mjs [--scenario heavy-tail|gc-pause|bimodal-cache|slow-origin|fast-503|cliff|rare-stalls|recovery|busy-isolate|fast-503-both|shedding-tail|all|none]
 //                    [--rate 200 (busy-isolate: 650)] [--seconds 15] [--warmup 3] [--seed 1] [--out lab-results]
 //                    [--overhead] [--overhead-seconds 4] [--overhead-rounds 5] [--overhead-baseline [LABEL=]DIR,...] [--health-off]
 //                    [--configs "hedging off,fixed-quantile,default,unguarded,JS pass-through,workers-rs"]

@@ -74,6 +74,13 @@ const scenarios = {
       { latency: (rng) => rng.lognormal(40, 0.35), fastFailure: { fraction: 0.02, status: 503, afterMs: 2 } },
     ],
   },
+  "shedding-tail": {
+    description: "both origins heavy-tail (lognormal(40 ms, 0.35), 2% +800 ms) and each sheds 2% of requests with a 503 after 2 ms, independently",
+    origins: [
+      { latency: heavyTail, fastFailure: { fraction: 0.02, status: 503, afterMs: 2 } },
+      { latency: heavyTail, fastFailure: { fraction: 0.02, status: 503, afterMs: 2 } },
+    ],
+  },
   "fast-503": {
     description: "the primary sheds 5% of requests with a 503 after 2 ms; otherwise both are heavy-tail",
     origins: [{ latency: heavyTail, fastFailure: { fraction: 0.05, status: 503, afterMs: 2 } }, { latency: heavyTail }],

@@ -28,6 +28,7 @@ pub const SCENARIO_NAMES: &[&str] = &[
     "overload-spell",
     "busy-isolate",
     "fast-503-both",
+    "shedding-tail",
 ];
 
 fn lognormal(median: f64, sigma: f64) -> LatencyModel {
@@ -203,6 +204,19 @@ pub fn scenario(name: &str) -> Option<Scenario> {
             Scenario {
                 name: "fast-503-both",
                 description: "both origins shed 2% of requests with a 503 after 2 ms, independently; otherwise lognormal(40 ms, 0.35)",
+                origins: vec![shedding.clone(), shedding],
+            }
+        }
+        "shedding-tail" => {
+            // Both origins heavy-tailed and both shedding: a hedge to the
+            // peer meets the same 2% of fast 503s the primary does.
+            let shedding = OriginSpec {
+                fast_failure: Some((0.02, 503, 2.0)),
+                ..origin(heavy_tail())
+            };
+            Scenario {
+                name: "shedding-tail",
+                description: "both origins heavy-tail (lognormal(40 ms, 0.35), 2% +800 ms) and each sheds 2% of requests with a 503 after 2 ms, independently",
                 origins: vec![shedding.clone(), shedding],
             }
         }
