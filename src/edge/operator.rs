@@ -22,7 +22,6 @@ use super::pop::colo;
 use super::reply;
 use hedgehog_core::config::OperatorPage;
 use hedgehog_core::observe::exposition::Format;
-use hedgehog_core::observe::route_stats::bearer_matches;
 
 /// The dashboard: one self-contained page (uPlot and the page's script and
 /// styles inline; `node scripts/build-dashboard.mjs` writes it), a static
@@ -74,10 +73,7 @@ async fn respond_to(
         return dashboard(env, request_id).await;
     }
     let presented = header("authorization");
-    // Every token is compared (two while rotating), each in constant time.
-    let accepted = (params.stats.tokens.iter()).fold(false, |ok, t| {
-        bearer_matches(presented.as_deref(), t.expose()) | ok
-    });
+    let accepted = params.stats.accepts(presented.as_deref());
     if !accepted {
         return reply::unauthorized(request_id);
     }

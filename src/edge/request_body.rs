@@ -15,11 +15,12 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
-use worker::js_sys::{self, Function, Promise, Reflect, Uint8Array};
+use worker::js_sys::Uint8Array;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::{spawn_local, JsFuture};
 use worker::{web_sys, ByteStream, Delay};
 
+use super::fixed_length_body::pipe_through_runtime;
 use super::isolate;
 use hedgehog_core::request::eligibility::NotHedgeableReason;
 
@@ -106,24 +107,7 @@ pub(crate) fn forward(
     declared: Option<u64>,
     fault: &ClientBodyFault,
 ) -> worker::Result<web_sys::ReadableStream> {
-    let (class, args) = match declared {
-        Some(length) => (
-            "FixedLengthStream",
-            js_sys::Array::of1(&JsValue::from_f64(length as f64)),
-        ),
-        None => ("IdentityTransformStream", js_sys::Array::new()),
-    };
-    let constructor: Function = Reflect::get(&js_sys::global(), &class.into())?
-        .dyn_into()
-        .map_err(|_| worker::Error::JsError(format!("{class} is not available")))?;
-    let through = Reflect::construct(&constructor, &args)?;
-    let readable: web_sys::ReadableStream =
-        Reflect::get(&through, &"readable".into())?.dyn_into()?;
-    let writable = Reflect::get(&through, &"writable".into())?;
-    let options = js_sys::Object::new();
-    Reflect::set(&options, &"preventAbort".into(), &JsValue::TRUE)?;
-    let pipe_to: Function = Reflect::get(source, &"pipeTo".into())?.dyn_into()?;
-    let piping: Promise = pipe_to.call2(source, &writable, &options)?.dyn_into()?;
+    let (readable, piping) = pipe_through_runtime(source, declared, true)?;
     fault.0.watched.set(true);
     let (source, fault) = (source.clone(), fault.clone());
     spawn_local(async move {

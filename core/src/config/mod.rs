@@ -157,13 +157,25 @@ impl StatsParams {
         (self.path.clone(), format!("{parent}/metrics"))
     }
 
-    /// Whether an `Authorization` header value carries one of the
-    /// operator's tokens (each compared in constant time).
-    pub fn carries_token(&self, authorization: &str) -> bool {
-        (self.withheld.iter()).fold(false, |hit, t| {
-            bearer_matches(Some(authorization), t.expose()) | hit
-        })
+    /// Whether `authorization` opens the pages: it carries an accepted
+    /// token (one, or two while rotating).
+    pub fn accepts(&self, authorization: Option<&str>) -> bool {
+        any_bearer(&self.tokens, authorization)
     }
+
+    /// Whether an `Authorization` header value carries any word of the
+    /// token setting (accepted or not): such a header never reaches an origin.
+    pub fn carries_token(&self, authorization: &str) -> bool {
+        any_bearer(&self.withheld, Some(authorization))
+    }
+}
+
+/// Whether `authorization` is `Bearer <one of tokens>`: every token is
+/// compared, each in constant time, so the time taken says nothing of which.
+fn any_bearer(tokens: &[Secret], authorization: Option<&str>) -> bool {
+    (tokens.iter()).fold(false, |hit, t| {
+        bearer_matches(authorization, t.expose()) | hit
+    })
 }
 
 /// The operator's pages, beside the stats path.
