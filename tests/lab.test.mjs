@@ -10,6 +10,10 @@ import { Histogram } from "../lab/histogram.mjs";
 import { runOpenLoop, tallySlowest, whyFromServerTiming } from "../lab/loadgen.mjs";
 import { runScenario, CONFIGURATIONS, DEFAULT_CONFIGURATION } from "../lab/run.mjs";
 import { backAfter, block, secondsOf } from "../lab/spell.mjs";
+import { execFileSync, spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 
 /** Standard normal CDF (Abramowitz-Stegun 7.1.26, error < 1.5e-7). */
 function phi(z) {
@@ -169,4 +173,27 @@ test("a short lab run: pass-through and the default side by side", async () => {
   // Budget: 12% of 200 plus the floor (1/s over ~3 s) and the bank (10).
   assert.ok(adaptive.hedgeRatePct <= 12 + (10 + 3) / 2, `hedge rate ${adaptive.hedgeRatePct}`);
   assert.ok(report.comparison !== null);
+});
+
+test("the bound check fails when a scenario's default moved away from the bound", () => {
+  // The test command's regression check, run against the committed figures
+  // and against a copy where one ratio was better than the code now gives.
+  const root = path.resolve(import.meta.dirname, "..");
+  execFileSync("cargo", ["build", "--quiet", "--release", "-p", "hedgehog-core", "--example", "simulate"], { cwd: root });
+  const simulate = path.join(root, "target/release/examples/simulate");
+  const committed = path.join(root, "core/tests/bound-ratios.json");
+  const run = (file) =>
+    spawnSync(simulate, ["--scenario", "all", "--seconds", "30", "--bound-check", file, "--out", mkdtempSync(path.join(tmpdir(), "bound-"))], {
+      encoding: "utf8",
+    });
+  const ok = run(committed);
+  assert.equal(ok.status, 0, ok.stderr);
+  const doctored = JSON.parse(readFileSync(committed, "utf8"));
+  const cliff = doctored.scenarios.cliff;
+  cliff.p99_to_bound = cliff.p99_to_bound / 1.05;
+  const file = path.join(mkdtempSync(path.join(tmpdir(), "bound-")), "ratios.json");
+  writeFileSync(file, JSON.stringify(doctored));
+  const worse = run(file);
+  assert.equal(worse.status, 1, worse.stderr);
+  assert.match(worse.stderr, /WORSE than committed: cliff: p99 ÷ bound/);
 });

@@ -9,14 +9,19 @@
 //!    on the lab's machine, none, or the lab's costs times FACTOR)]
 //!
 //! then `node lab/sim-plot.mjs sim-results` draws the percentile plots.
+//!
+//! `--bound-check FILE` compares each scenario's default ÷ hindsight-bound
+//! ratios (p99, p99.9) and extra load with the figures FILE holds and exits 1
+//! when one is worse beyond its tolerance (the test command runs it);
+//! `--bound-write FILE` writes the figures of this run there.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use hedgehog_core::pop::upkeep::SHED_ABOVE_PUSHES_PER_S;
 use hedgehog_core::sim::{
-    markdown_table, oracle_bound, run, scenario, summary_table, Configuration, IsolateCpu, Row,
-    SimParams, SummaryLine, Timeline, SCENARIO_NAMES,
+    markdown_table, oracle_bound, run, scenario, summary_table, Configuration, IsolateCpu, Replay,
+    Row, SimParams, SummaryLine, TapeEntry, Timeline, SCENARIO_NAMES,
 };
 
 fn configurations() -> Vec<Configuration> {
@@ -174,6 +179,10 @@ fn main() {
         let mut rows = Vec::new();
         let mut spells = Vec::new();
         let mut pass_through = Vec::new();
+        let mut default_tape: Vec<TapeEntry> = Vec::new();
+        // The default's legs beyond the first, per request (hedges and
+        // third attempts): the load the hindsight bound is held to.
+        let mut default_legs = 0.0;
         for mut config in configurations() {
             // `--var KEY=VALUE` (repeatable) tunes the default configuration.
             if config.name.ends_with("(default)") {
@@ -213,6 +222,11 @@ fn main() {
             if config.vars.get("HEDGE_MODE").map(String::as_str) == Some("off") {
                 pass_through = result.latencies_ms.clone();
             }
+            if config.name.ends_with("(default)") {
+                default_tape = result.tape.clone();
+                default_legs = (result.hedges + result.third_attempts) as f64
+                    / (result.requests.max(1)) as f64;
+            }
             rows.push(Row::from_result(&config.name, &result));
             spells.push((config.name.clone(), result.timeline));
         }
@@ -244,12 +258,21 @@ fn main() {
         if let (Some(d), false) = (&default, pass_through.is_empty()) {
             let o = oracle_bound(&pass_through, d.extra_pct / 100.0);
             report.push_str(&format!(
-                "\nOracle bound at the default's extra load ({:.1}%, hedge at {:.1} ms): p99 {:.1} ms, p99.9 {:.1} ms.\n\n",
+                "\nOracle bound at the default's extra load ({:.1}%, hedge at {:.1} ms): p99 {:.1} ms, p99.9 {:.1} ms.\n",
                 d.extra_pct, o.delay_ms, o.p99, o.p999
             ));
+            let bound = Replay::new(&params, &default_tape).bound(default_legs);
+            if let Some(b) = bound {
+                report.push_str(&format!(
+                    "Hindsight bound for the default's own run at its extra load: p99 {:.1} ms (hedge at {:.1} ms with q {:.2}), p99.9 {:.1} ms (at {:.1} ms, q {:.2}); the default is {:.2} / {:.2} of it.\n\n",
+                    b.p99.latency_ms, b.p99.delay_ms, b.p99.q,
+                    b.p999.latency_ms, b.p999.delay_ms, b.p999.q,
+                    d.p99 / b.p99.latency_ms, d.p999 / b.p999.latency_ms,
+                ));
+            }
             let named = |part: &str| rows.iter().find(|r| r.name.contains(part)).cloned();
-            if let (Some(pass_through), Some(fixed)) =
-                (named("hedging off"), named("fixed-quantile"))
+            if let (Some(pass_through), Some(fixed), Some(bound)) =
+                (named("hedging off"), named("fixed-quantile"), bound)
             {
                 summary.push(SummaryLine {
                     scenario: name.to_string(),
@@ -257,6 +280,7 @@ fn main() {
                     fixed,
                     default: d.clone(),
                     oracle: o,
+                    bound,
                 });
             }
         }
@@ -277,6 +301,11 @@ fn main() {
             "isolates": params.isolates,
             "seed": params.seed,
             "rows": rows.iter().map(Row::to_json).collect::<Vec<_>>(),
+            "bound": summary.last().filter(|l: &&SummaryLine| l.scenario == name).map(|l| serde_json::json!({
+                "extra_pct": l.bound.extra_pct,
+                "p99_ms": l.bound.p99.latency_ms, "p99_delay_ms": l.bound.p99.delay_ms, "p99_q": l.bound.p99.q,
+                "p999_ms": l.bound.p999.latency_ms, "p999_delay_ms": l.bound.p999.delay_ms, "p999_q": l.bound.p999.q,
+            })),
         }));
     }
     if summary.len() > 1 {
@@ -290,6 +319,29 @@ fn main() {
         simulated as f64 / secs
     ));
     println!("{report}");
+    // The arguments that give the figures (where they go left out).
+    let mut run_args = Vec::new();
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        if a.starts_with("--bound") || a == "--out" {
+            rest.next();
+        } else {
+            run_args.push(a.as_str());
+        }
+    }
+    let run_args = run_args.join(" ");
+    if let Some(file) = args
+        .windows(2)
+        .find(|w| w[0] == "--bound-write")
+        .map(|w| &w[1])
+    {
+        let text = bound_figures(&summary, &run_args);
+        if let Err(e) = std::fs::write(file, text) {
+            eprintln!("simulate: cannot write {file}: {e}");
+            std::process::exit(2);
+        }
+        eprintln!("simulate: bound figures written to {file}");
+    }
     if std::fs::create_dir_all(&out).is_ok() {
         let md = std::fs::write(format!("{out}/sim-report.md"), &report);
         let js = std::fs::write(
@@ -300,4 +352,117 @@ fn main() {
             eprintln!("simulate: report in {out}/sim-report.md and sim-report.json");
         }
     }
+    if let Some(file) = args
+        .windows(2)
+        .find(|w| w[0] == "--bound-check")
+        .map(|w| &w[1])
+    {
+        std::process::exit(bound_check(&summary, &run_args, file));
+    }
+}
+
+/// How much worse a committed ratio may get before the check fails: 3% on
+/// the default's p99 and p99.9 over the bound's, 1 point of extra load.
+const RATIO_TOLERANCE: f64 = 0.03;
+const EXTRA_TOLERANCE_POINTS: f64 = 1.0;
+
+/// The figures `--bound-check` compares, as the file holds them.
+fn bound_figures(summary: &[SummaryLine], run_args: &str) -> String {
+    let scenarios: serde_json::Map<String, serde_json::Value> = summary
+        .iter()
+        .map(|l| {
+            let round = |x: f64| (x * 1000.0).round() / 1000.0;
+            (
+                l.scenario.clone(),
+                serde_json::json!({
+                    "p99_to_bound": round(l.p99_to_bound()),
+                    "p999_to_bound": round(l.p999_to_bound()),
+                    "extra_pct": round(l.default.extra_pct),
+                }),
+            )
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "what": "the default's p99 and p99.9 over the hindsight bound's, and its extra load, per scenario; \
+                 written by the simulate example with --bound-write, compared by the test command with --bound-check",
+        "args": run_args,
+        "tolerance": { "ratio": RATIO_TOLERANCE, "extra_points": EXTRA_TOLERANCE_POINTS },
+        "scenarios": scenarios,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+}
+
+/// Compares this run with the committed figures in `file`: 0 when no
+/// scenario got worse beyond the tolerance, 1 when one did, 2 when the
+/// file cannot be read or was written by other arguments.
+fn bound_check(summary: &[SummaryLine], run_args: &str, file: &str) -> i32 {
+    let committed: serde_json::Value = match std::fs::read_to_string(file)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("simulate: --bound-check {file}: {e}");
+            return 2;
+        }
+    };
+    if committed["args"].as_str() != Some(run_args) {
+        eprintln!(
+            "simulate: --bound-check {file} holds figures of `{}`, this run is `{run_args}`",
+            committed["args"]
+        );
+        return 2;
+    }
+    let mut worse = Vec::new();
+    let mut better = Vec::new();
+    for l in summary {
+        let c = &committed["scenarios"][&l.scenario];
+        let fresh = [
+            ("p99 ÷ bound", l.p99_to_bound(), c["p99_to_bound"].as_f64()),
+            (
+                "p99.9 ÷ bound",
+                l.p999_to_bound(),
+                c["p999_to_bound"].as_f64(),
+            ),
+        ];
+        for (what, now, was) in fresh {
+            let Some(was) = was else {
+                worse.push(format!("{}: {what} {now:.3}, none committed", l.scenario));
+                continue;
+            };
+            if now > was * (1.0 + RATIO_TOLERANCE) {
+                worse.push(format!(
+                    "{}: {what} {now:.3}, committed {was:.3}",
+                    l.scenario
+                ));
+            } else if now < was * (1.0 - RATIO_TOLERANCE) {
+                better.push(format!(
+                    "{}: {what} {now:.3}, committed {was:.3}",
+                    l.scenario
+                ));
+            }
+        }
+        let was = c["extra_pct"].as_f64().unwrap_or(0.0);
+        if l.default.extra_pct > was + EXTRA_TOLERANCE_POINTS {
+            worse.push(format!(
+                "{}: extra load {:.1}%, committed {was:.1}%",
+                l.scenario, l.default.extra_pct
+            ));
+        }
+    }
+    for b in &better {
+        eprintln!("simulate: better than committed (update with --bound-write): {b}");
+    }
+    if worse.is_empty() {
+        eprintln!(
+            "simulate: bound check passed: {} scenarios within {:.0}% of {file}",
+            summary.len(),
+            RATIO_TOLERANCE * 100.0
+        );
+        return 0;
+    }
+    for w in &worse {
+        eprintln!("simulate: WORSE than committed: {w}");
+    }
+    1
 }

@@ -102,9 +102,30 @@ pub struct RunResult {
     pub isolate_busy_share: f64,
     /// Mean wait of an event for its isolate's loop, ms (measured requests' events).
     pub mean_loop_wait_ms: f64,
+    /// Every measured request, as the hindsight bound replays it.
+    pub tape: Vec<TapeEntry>,
     /// Every measured request that got no hedge: (latency, why not).
     unhedged: Vec<(f64, &'static str)>,
     loop_waits: (f64, u64),
+}
+
+/// One measured request as the run served it: what a replay under another
+/// policy needs to meet the same arrival, primary, origin draws and the
+/// Worker's own time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TapeEntry {
+    /// The request's index (the key of its origin draws).
+    pub req: u32,
+    /// The origin its primary went to.
+    pub primary: u8,
+    /// When the primary was sent, ms.
+    pub sent_ms: f64,
+    /// How long the primary queued at its origin before it ran, ms (until
+    /// it was aborted, if it never ran).
+    pub primary_wait_ms: f64,
+    /// The client's latency less the time from the primary's send to the
+    /// kept answer: the Worker's own time (its overhead and loop waits).
+    pub overhead_ms: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -175,6 +196,11 @@ impl PartialOrd for Scheduled {
 #[derive(Debug, Clone, Copy, Default)]
 struct LegSim {
     origin: u8,
+    /// Legs of this request sent to that origin before this one.
+    attempt: u8,
+    sent_ms: f64,
+    /// When its answer reaches the PoP (once it runs).
+    answered_ms: Option<f64>,
     /// Started running at the origin (`None`: still queued or never sent).
     started_ms: Option<f64>,
     status: u16,
@@ -190,7 +216,14 @@ struct Request {
     measured: bool,
     race: Option<RaceState>,
     legs: [LegSim; 2],
+    /// Legs sent to each origin so far.
+    sent_to: [u8; MAX_ORIGINS],
+    /// The primary as first sent: its origin, send time and queue wait.
+    primary: LegSim,
 }
+
+/// Origins a scenario may have (the draws key and the per-request counts).
+const MAX_ORIGINS: usize = 8;
 
 struct Sim<'a> {
     params: &'a SimParams,
@@ -233,6 +266,12 @@ pub fn run(
         .map(|i| format!(r#"{{"name":"o{i}","url":"http://o{i}.sim","zone":"z{i}"}}"#))
         .collect();
     vars.insert("HEDGE_ORIGINS".into(), format!("[{}]", origins.join(",")));
+    if params.scenario.origins.len() > MAX_ORIGINS {
+        return Err(vec![ConfigError {
+            key: "HEDGE_ORIGINS".into(),
+            reason: format!("the simulator models at most {MAX_ORIGINS} origins"),
+        }]);
+    }
     let hedge_params = config::parse(&vars)?;
     let mut sim = Sim {
         params,
@@ -388,8 +427,12 @@ impl Sim<'_> {
             measured: arrival_ms >= self.measure_from_ms,
             race: Some(race),
             legs: [LegSim::default(); 2],
+            sent_to: [0; MAX_ORIGINS],
+            primary: LegSim::default(),
         });
         self.send(id, Leg::Primary, primary);
+        let r = &mut self.requests[id as usize];
+        r.primary = r.legs[Leg::Primary.index()];
         if let Some(d) = delay {
             self.schedule(now + d, Event::Timer { req: id });
         }
@@ -400,8 +443,12 @@ impl Sim<'_> {
         let now = self.now;
         let rtt = self.origins[origin].spec.rtt_ms;
         let r = &mut self.requests[req as usize];
+        let attempt = r.sent_to[origin];
+        r.sent_to[origin] = attempt.saturating_add(1);
         r.legs[leg.index()] = LegSim {
             origin: origin as u8,
+            attempt,
+            sent_ms: now,
             sent: true,
             ..LegSim::default()
         };
@@ -432,14 +479,20 @@ impl Sim<'_> {
 
     fn start_job(&mut self, origin: u8, (req, leg): Job) {
         let now = self.now;
+        let attempt = self.requests[req as usize].legs[leg as usize].attempt;
         let o = &mut self.origins[origin as usize];
         o.busy += 1;
-        let service = o.serve(now);
+        let service = o.serve(now, &mut o.draws(req, attempt));
         let rtt = o.spec.rtt_ms;
-        let l = &mut self.requests[req as usize].legs[leg as usize];
+        let done = now + service.duration_ms;
+        let r = &mut self.requests[req as usize];
+        let l = &mut r.legs[leg as usize];
         l.started_ms = Some(now);
         l.status = service.status;
-        let done = now + service.duration_ms;
+        l.answered_ms = Some(done + rtt / 2.0);
+        if leg == 0 && attempt == 0 && l.origin == r.primary.origin {
+            r.primary = *l;
+        }
         self.schedule(done, Event::WorkerFree { origin });
         self.schedule(done + rtt / 2.0, Event::Answer { req, leg });
     }
@@ -567,7 +620,21 @@ impl Sim<'_> {
         };
         let arrived_s = (r.arrival_ms - self.measure_from_ms) / 1000.0;
         let primary = usize::from(r.legs[Leg::Primary.index()].origin);
+        let kept_answer_ms = match end {
+            RaceEnd::Won(leg) => r.legs[leg.index()].answered_ms.unwrap_or(self.now),
+            _ => self.now,
+        };
+        let first = r.primary;
+        let at_origin = first.sent_ms + self.origins[usize::from(first.origin)].spec.rtt_ms / 2.0;
+        let tape = TapeEntry {
+            req,
+            primary: first.origin,
+            sent_ms: first.sent_ms,
+            primary_wait_ms: (first.started_ms.unwrap_or(self.now) - at_origin).max(0.0),
+            overhead_ms: latency - (kept_answer_ms - first.sent_ms),
+        };
         let res = &mut self.result;
+        res.tape.push(tape);
         res.timeline
             .record(arrived_s, latency, race.hedge_sent(), primary);
         res.requests += 1;

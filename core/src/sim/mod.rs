@@ -15,6 +15,7 @@
 //! [`Hedger`]: crate::race::Hedger
 
 mod engine;
+mod hindsight;
 mod isolate_cpu;
 mod origin;
 mod percentile;
@@ -23,7 +24,8 @@ mod rng;
 mod scenario;
 mod timeline;
 
-pub use engine::{run, Configuration, RunResult, SimParams};
+pub use engine::{run, Configuration, RunResult, SimParams, TapeEntry};
+pub use hindsight::{BoundPoint, HindsightBound, Replay};
 pub use isolate_cpu::IsolateCpu;
 pub use origin::{Episode, LatencyModel, OriginSpec, StallSpec};
 pub use percentile::percentile;

@@ -128,25 +128,38 @@ pub(crate) type Job = (u32, u8);
 #[derive(Debug)]
 pub(crate) struct Origin {
     pub(crate) spec: OriginSpec,
-    rng: Rng,
+    seed: u64,
+    index: u64,
     stall_rng: Rng,
     /// Stalls as [start, end), generated as far as needed.
     stalls: Vec<(f64, f64)>,
     stall_horizon: f64,
     pub(crate) busy: usize,
     pub(crate) queue: VecDeque<Job>,
+    /// Asked out of time order (the hindsight replay): keeps every stall.
+    replay: bool,
 }
 
 impl Origin {
     pub(crate) fn new(spec: OriginSpec, seed: u64, index: u64) -> Self {
         Self {
             spec,
-            rng: Rng::new(seed, 100 + index),
+            seed,
+            index,
             stall_rng: Rng::new(seed, 200 + index),
             stalls: Vec::new(),
             stall_horizon: 0.0,
             busy: 0,
             queue: VecDeque::new(),
+            replay: false,
+        }
+    }
+
+    /// The same origin for a replay that asks about any time in any order.
+    pub(crate) fn for_replay(spec: OriginSpec, seed: u64, index: u64) -> Self {
+        Self {
+            replay: true,
+            ..Self::new(spec, seed, index)
         }
     }
 
@@ -155,8 +168,21 @@ impl Origin {
         self.spec.workers.is_none_or(|w| self.busy < w)
     }
 
-    /// Draws the service of a request that starts running at `start_ms`.
-    pub(crate) fn serve(&mut self, start_ms: f64) -> Service {
+    /// The draws of attempt `attempt` of request `req` at this origin. Keyed
+    /// by request rather than taken in turn, so every policy, and the
+    /// hindsight bound replaying the run, meets the same service for the
+    /// same request whatever else it sent.
+    pub(crate) fn draws(&self, req: u32, attempt: u8) -> Rng {
+        let key = (self.index << 40) | (u64::from(attempt) << 32) | u64::from(req);
+        // Started at a hash of the key, not at the key: SplitMix streams
+        // whose states lie a few steps apart repeat each other's draws, and
+        // neighbouring requests' keys are a step apart.
+        Rng::from_state(Rng::new(self.seed, 1 << 48 | key).next_u64())
+    }
+
+    /// The service of a request that starts running at `start_ms`, from its
+    /// own `draws` (see [`Origin::draws`]).
+    pub(crate) fn serve(&mut self, start_ms: f64, draws: &mut Rng) -> Service {
         let episode =
             (self.spec.episode.as_ref()).filter(|e| (e.from_ms..e.until_ms).contains(&start_ms));
         let (latency, fast_failure) = match episode {
@@ -164,14 +190,14 @@ impl Origin {
             None => (&self.spec.latency, self.spec.fast_failure),
         };
         if let Some((fraction, status, after_ms)) = fast_failure {
-            if self.rng.uniform() < fraction {
+            if draws.uniform() < fraction {
                 return Service {
                     duration_ms: after_ms,
                     status,
                 };
             }
         }
-        let work = latency.sample(&mut self.rng).max(0.0);
+        let work = latency.sample(draws).max(0.0);
         let duration_ms = match self.spec.stalls {
             Some(spec) => self.stretch(spec, start_ms, work) - start_ms,
             None => work,
@@ -186,11 +212,12 @@ impl Origin {
     fn stretch(&mut self, spec: StallSpec, start_ms: f64, work_ms: f64) -> f64 {
         let mut end = start_ms + work_ms;
         self.extend_stalls(spec, end + spec.max_ms * 4.0);
-        // Stalls that ended long before are never needed again.
+        // Stalls that ended long before are never needed again by a run
+        // moving forward in time; a replay asks out of order and keeps them.
         let first = self
             .stalls
             .partition_point(|&(_, e)| e <= start_ms - spec.max_ms * 4.0);
-        if first > 1_000 {
+        if first > 1_000 && !self.replay {
             self.stalls.drain(..first);
         }
         let mut i = self.stalls.partition_point(|&(_, e)| e <= start_ms);

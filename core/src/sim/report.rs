@@ -1,6 +1,7 @@
 //! Percentiles, the oracle bound and the report table (the lab's columns).
 
 use super::engine::RunResult;
+use super::hindsight::HindsightBound;
 use super::percentile::percentile;
 
 /// The best tail one hedge can give at an extra load, from independent legs.
@@ -170,6 +171,21 @@ pub struct SummaryLine {
     pub default: Row,
     /// The oracle at the default's extra load.
     pub oracle: OracleBound,
+    /// The best fixed (d, q) in hindsight for the default's own run, at its
+    /// extra load.
+    pub bound: HindsightBound,
+}
+
+impl SummaryLine {
+    /// The default's p99 over the bound's.
+    pub fn p99_to_bound(&self) -> f64 {
+        self.default.p99 / self.bound.p99.latency_ms
+    }
+
+    /// The default's p99.9 over the bound's.
+    pub fn p999_to_bound(&self) -> f64 {
+        self.default.p999 / self.bound.p999.latency_ms
+    }
 }
 
 /// The scenarios side by side (the table docs/lab.md keeps, generated).
@@ -182,17 +198,26 @@ pub fn summary_table(lines: &[SummaryLine]) -> String {
         }
     };
     let mut out = String::from(
-        "| scenario | pass-through p50 / p99 / p99.9 | fixed p95 (previous default) p50 / p99 / p99.9, extra | tail-aware (default) p50 / p99 / p99.9, extra, wasted work | oracle at the default's extra p99 / p99.9 | default p99 ÷ pass-through |\n|---|---|---|---|---|---|\n",
+        "| scenario | pass-through p50 / p99 / p99.9 | fixed p95 (previous default) p50 / p99 / p99.9, extra | tail-aware (default) p50 / p99 / p99.9, extra, wasted work | oracle at the default's extra p99 / p99.9 | hindsight bound at the default's extra: p99 (d ms, q) / p99.9 (d ms, q) | default ÷ bound p99 / p99.9 | default p99 ÷ pass-through |\n|---|---|---|---|---|---|---|---|\n",
     );
     for l in lines {
         let (p, f, d) = (&l.pass_through, &l.fixed, &l.default);
+        let point = |b: &super::hindsight::BoundPoint| {
+            if b.delay_ms.is_finite() {
+                format!("{:.1} ({:.1}, {:.2})", b.latency_ms, b.delay_ms, b.q)
+            } else {
+                format!("{:.1} (no hedge)", b.latency_ms)
+            }
+        };
         out.push_str(&format!(
-            "| {} | {:.1} / {:.1} / {:.1}{} | {:.1} / {:.1} / {:.1}, {:.1}%{} | {:.1} / {:.1} / {:.1}, {:.1}%, {:.1}%{} | {:.1} / {:.1} | {:.2} |\n",
+            "| {} | {:.1} / {:.1} / {:.1}{} | {:.1} / {:.1} / {:.1}, {:.1}%{} | {:.1} / {:.1} / {:.1}, {:.1}%, {:.1}%{} | {:.1} / {:.1} | {} / {} | {:.2} / {:.2} | {:.2} |\n",
             l.scenario,
             p.p50, p.p99, p.p999, errors(p),
             f.p50, f.p99, f.p999, f.extra_pct, errors(f),
             d.p50, d.p99, d.p999, d.extra_pct, d.wasted_pct, errors(d),
             l.oracle.p99, l.oracle.p999,
+            point(&l.bound.p99), point(&l.bound.p999),
+            l.p99_to_bound(), l.p999_to_bound(),
             d.p99 / p.p99,
         ));
     }
