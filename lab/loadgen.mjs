@@ -27,6 +27,7 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
   const histogram = new Histogram();
   const result = { sent: 0, ok: 0, errors: 0, timeouts: 0, statuses: {}, xHedge: {}, errorKinds: {}, maxLagMs: 0 };
   const answered = []; // [latency, why] per response, for the slowest responses' reasons
+  const perRequest = []; // [request number, latency ms, status (0: no answer)], for the hindsight bound
   const bySecond = []; // per second of intended send time: { requests, hedged, latencies }
   const start = now();
   const inflight = new Set();
@@ -36,10 +37,11 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
     if (wait > 1) await new Promise((r) => setTimeout(r, wait));
     result.maxLagMs = Math.max(result.maxLagMs, now() - intended);
     result.sent += 1;
-    const p = send(pathFor(i)).then(
+    const p = send(pathFor(i), i).then(
       (r) => {
         const ms = now() - intended;
         histogram.record(ms);
+        perRequest.push([i, Math.round(ms * 100) / 100, r.status]);
         answered.push([ms, whyFromServerTiming(r.serverTiming), r.serverTiming, r.xHedge]);
         const second = (bySecond[Math.floor((i * interval) / 1000)] ??= { requests: 0, hedged: 0, latencies: [] });
         second.requests += 1;
@@ -53,6 +55,7 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
       (e) => {
         // A timeout or a failed connection is an error, and its time still counts.
         histogram.record(now() - intended);
+        perRequest.push([i, Math.round((now() - intended) * 100) / 100, 0]);
         result.errors += 1;
         if (e?.timeout) result.timeouts += 1;
         const kind = e?.timeout ? "timeout" : (e?.code ?? String(e?.message ?? e));
@@ -64,6 +67,7 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
   }
   await Promise.all(inflight);
   result.histogram = histogram.toJSON();
+  result.perRequest = perRequest;
   result.slowestWhy = tallySlowest(answered, SLOWEST_SHARE);
   result.bySecond = Array.from(bySecond, (s) => s ?? { requests: 0, hedged: 0, latencies: [] });
   // The five slowest in full, for reading what happened to them.
@@ -102,9 +106,12 @@ export function tallySlowest(answered, share) {
 
 function httpSend(base, timeoutMs) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
-  const once = (path) =>
+  // x-lab-seq numbers the request, so the lab's origins draw its service
+  // for it (the same draws whatever the Worker does; origin-sim.mjs).
+  const once = (path, seq) =>
     new Promise((resolve, reject) => {
-      const req = http.get(base + path, { agent }, (res) => {
+      const headers = seq === undefined ? {} : { "x-lab-seq": String(seq) };
+      const req = http.get(base + path, { agent, headers }, (res) => {
         res.on("data", () => {});
         res.on("end", () => resolve({ status: res.statusCode, xHedge: res.headers["x-hedge"], serverTiming: res.headers["server-timing"] }));
         res.on("error", reject);
@@ -122,9 +129,9 @@ function httpSend(base, timeoutMs) {
   // A kept-alive connection the server closed just as it was reused fails with
   // ECONNRESET before the request was read; like any HTTP client, send it again
   // on a new connection (its latency still counts from the intended time).
-  return (path) =>
-    once(path).catch((e) => {
-      if (e.reusedSocket && e.code === "ECONNRESET") return once(path);
+  return (path, seq) =>
+    once(path, seq).catch((e) => {
+      if (e.reusedSocket && e.code === "ECONNRESET") return once(path, seq);
       throw e;
     });
 }

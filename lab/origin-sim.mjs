@@ -4,8 +4,12 @@
 //   node lab/origin-sim.mjs --scenario heavy-tail --seed 1
 //
 // Prints one JSON line {"origins":[{name,url,zone}]} once listening. Each origin
-// serves GET /__stats (counters as JSON) and POST /__reset; every other request
-// is answered after the scenario's latency. The process exits when its stdin
+// serves GET /__stats (counters as JSON), GET /__log (every request since the
+// reset that carried the load generator's x-lab-seq: its attempt at this
+// origin, arrival, planned delay and status, whether the Worker then aborted
+// it or not) and POST /__reset; every other request is answered after the
+// scenario's latency, drawn for that request (keyed by x-lab-seq) when it
+// carries one. The process exits when its stdin
 // closes, so it never outlives the runner that started it.
 import http from "node:http";
 import { performance } from "node:perf_hooks";
@@ -41,6 +45,9 @@ export async function startOriginSim(name, seed, { cacheControl = "no-store" } =
   for (const [index] of spec.origins.entries()) {
     const model = originModel(name, index, seed);
     let counters = freshCounters();
+    // Requests carrying x-lab-seq: [seq, attempt, arrived (epoch ms), delay, status, hedge-marked].
+    let requestLog = [];
+    let attempts = new Map();
     const body = Buffer.alloc(512, "o");
     const server = http.createServer((req, res) => {
       if (req.url === "/__stats") {
@@ -48,9 +55,16 @@ export async function startOriginSim(name, seed, { cacheControl = "no-store" } =
         res.end(JSON.stringify(counters));
         return;
       }
+      if (req.url === "/__log") {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ clock: model.clock(), requests: requestLog }));
+        return;
+      }
       if (req.url === "/__reset") {
         counters = freshCounters();
-        model.restart(Date.now());
+        requestLog = [];
+        attempts = new Map();
+        model.restart(performance.timeOrigin + performance.now());
         res.end("reset");
         return;
       }
@@ -64,7 +78,16 @@ export async function startOriginSim(name, seed, { cacheControl = "no-store" } =
         c.primariesBySecond[second] = (c.primariesBySecond[second] ?? 0) + 1;
       }
       if (!IDEMPOTENT.has(req.method)) c.nonIdempotent += 1;
-      const { delayMs, status } = model.plan(Date.now());
+      const seq = req.headers["x-lab-seq"];
+      const nowMs = performance.timeOrigin + arrived;
+      let key = null;
+      if (seq !== undefined) {
+        const attempt = attempts.get(seq) ?? 0;
+        attempts.set(seq, attempt + 1);
+        key = `${seq}:${attempt}`;
+      }
+      const { delayMs, status } = model.plan(nowMs, key);
+      if (key !== null) requestLog.push([Number(seq), attempts.get(seq) - 1, nowMs, delayMs, status, req.headers["x-hedge-attempt"] ? 1 : 0]);
       let done = false;
       const timer = setTimeout(() => {
         done = true;

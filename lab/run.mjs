@@ -15,6 +15,7 @@ import { parseArgs } from "node:util";
 import { Miniflare } from "../tests/support/miniflare.mjs";
 import { Histogram } from "./histogram.mjs";
 import { oracleBound } from "./oracle.mjs";
+import { boundPointText, replayRun } from "./hindsight.mjs";
 import { markdownTable, percentileSvg } from "./report.mjs";
 import { SLOWEST_SHARE } from "./loadgen.mjs";
 import { originModel, rateOf, scenario, spellOf, SCENARIO_NAMES } from "./scenarios.mjs";
@@ -123,6 +124,9 @@ export function workerViewText(v) {
 async function originStats(origins) {
   return Promise.all(origins.map((o) => fetch(`${o.url}/__stats`).then((r) => r.json())));
 }
+async function originLogs(origins) {
+  return Promise.all(origins.map((o) => fetch(`${o.url}/__log`).then((r) => r.json())));
+}
 async function resetOrigins(origins) {
   await Promise.all(origins.map((o) => fetch(`${o.url}/__reset`, { method: "POST" }).then((r) => r.text())));
 }
@@ -173,6 +177,7 @@ export async function runScenario({ scenarioName, rate, seconds, warmup, seed, c
   const sim = spawnJson(["lab/origin-sim.mjs", "--scenario", scenarioName, "--seed", String(seed)], { keepAlive: true });
   const { origins } = await sim.firstLine;
   const rows = [];
+  let defaultRun = null; // what the hindsight bound replays
   try {
     for (const [i, config] of configurations.entries()) {
       log(`(${i + 1}/${configurations.length}) ${config.name}: ${warmup} s warm-up + ${seconds} s at ${rate} rps`);
@@ -191,6 +196,7 @@ export async function runScenario({ scenarioName, rate, seconds, warmup, seed, c
         const result = await load(url, rate, seconds);
         const stats = await originStats(origins);
         const row = summarize(config.name, result, stats);
+        if (config.name === DEFAULT_CONFIGURATION) defaultRun = { perRequest: result.perRequest, logs: await originLogs(origins) };
         if (config.vars) row.worker = await workerView(url);
         rows.push(row);
         log(`    p50 ${row.p50?.toFixed(1)} ms, p99 ${row.p99?.toFixed(1)} ms, p99.9 ${row.p999?.toFixed(1)} ms, extra ${row.extraPct.toFixed(1)}%, errors ${row.errors}; slowest: ${whyText(row.slowestWhy)}`);
@@ -214,6 +220,13 @@ export async function runScenario({ scenarioName, rate, seconds, warmup, seed, c
     const samples = Array.from({ length: 200_000 }, (_, k) => model.plan(Date.now() + k).delayMs);
     oracle = { extraLoadPct: adaptive.extraPct, ...oracleBound(samples, adaptive.extraPct / 100) };
   }
+  // The best fixed (d, q) in hindsight for the default's own run, at its own
+  // extra load (every leg beyond the first: hedges, retries, third attempts).
+  let bound = null;
+  if (adaptive && defaultRun) {
+    bound = replayRun({ scenarioName, seed, ...defaultRun }).bound(Math.max(0, adaptive.extraPct) / 100);
+    if (bound) log(`    hindsight bound at ${bound.extraPct.toFixed(1)}%: p99 ${boundPointText(bound.p99)}, p99.9 ${boundPointText(bound.p999)}`);
+  }
   const comparison =
     adaptive && passthrough
       ? {
@@ -224,9 +237,11 @@ export async function runScenario({ scenarioName, rate, seconds, warmup, seed, c
           originWorkVsPassthroughPct: (adaptive.originWorkMs / passthrough.originWorkMs - 1) * 100,
           p99VsOraclePct: oracle ? (adaptive.p99 / oracle.p99 - 1) * 100 : null,
           p999VsOraclePct: oracle ? (adaptive.p999 / oracle.p999 - 1) * 100 : null,
+          p99ToBound: bound ? adaptive.p99 / bound.p99.latencyMs : null,
+          p999ToBound: bound ? adaptive.p999 / bound.p999.latencyMs : null,
         }
       : null;
-  return { scenario: scenarioName, description: spec.description, rate, seconds, warmup, seed, rows, oracle, comparison, spell };
+  return { scenario: scenarioName, description: spec.description, rate, seconds, warmup, seed, rows, oracle, bound, comparison, spell };
 }
 
 /**
@@ -378,6 +393,7 @@ export const REPORT_LEGEND = [
   "- errors: client requests answered 5xx or not at all.",
   "- The Worker's words for its slowest responses come from its Server-Timing header: hedge:delay / hedge:stall / hedge:failure (a hedge went out, and why); skip:X (no hedge, because X: off = hedging off, budget = the hedge budget was empty, isolate-busy, not-paying, no-target, primary-erroring); unhedged, before the delay (it was slow but answered before its hedge delay).",
   "- Oracle bound: the best p99 any policy could reach with the same extra load, by hedging exactly the requests that would be slowest (computed from the origins' latency model; it leaves out the Worker's own time).",
+  "- Hindsight bound: the best fixed hedge delay d, and probability q of hedging at it, chosen after the fact for the default's own run (same arrivals, primaries, origin draws and Worker time) at its extra load (lab/hindsight.mjs; docs/lab.md). default ÷ bound near 1: as good as a delay policy can be on that run.",
 ].join("\n");
 
 function writeReports(out, reports, overhead, pop = null) {
@@ -403,6 +419,12 @@ function writeReports(out, reports, overhead, pop = null) {
     if (r.oracle) {
       md.push(
         `Oracle bound at the default configuration's measured extra load (${r.oracle.extraLoadPct.toFixed(1)}%, hedge at ${r.oracle.delayMs.toFixed(1)} ms): p99 ${r.oracle.p99.toFixed(1)} ms, p99.9 ${r.oracle.p999.toFixed(1)} ms.`,
+      );
+    }
+    if (r.bound) {
+      const a = r.rows.find((row) => row.name === DEFAULT_CONFIGURATION);
+      md.push(
+        `Hindsight bound for the default's own run at its extra load (${r.bound.extraPct.toFixed(1)}%; ${r.bound.replayed} of ${r.bound.requests} requests replayed, ${r.bound.mismatched} whose rebuilt draw differed from the origin's): p99 ${boundPointText(r.bound.p99)}, p99.9 ${boundPointText(r.bound.p999)}; the default is ${(a.p99 / r.bound.p99.latencyMs).toFixed(2)} / ${(a.p999 / r.bound.p999.latencyMs).toFixed(2)} of it.`,
       );
     }
     if (r.comparison) {

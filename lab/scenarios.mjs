@@ -121,19 +121,27 @@ export function spellOf(name) {
 }
 
 /**
- * The model of origin `index` of `name`: `plan(nowMs)` gives { delayMs, status }.
+ * The model of origin `index` of `name`: `plan(nowMs, key)` gives { delayMs, status }.
+ * With a `key` (the load generator's request number and the attempt at this
+ * origin, "seq:attempt") the draws are that request's own, so every policy,
+ * and the hindsight bound replaying a run (hindsight.mjs), meets the same
+ * service for the same request; without one they are taken in turn.
  * `restart(nowMs)` marks the start of measuring, which a spell is timed from.
+ * `plan` is pure in time: it may be asked about any time in any order.
  */
-export function originModel(name, index, seed) {
+export function originModel(name, index, seed, epochMs = Date.now()) {
   const spec = scenario(name).origins[index];
-  const rng = seededRandom(`${seed}:${name}:${index}`);
-  const pauses = spec.gc ? gcSchedule(spec.gc, seededRandom(`${seed}:${name}:${index}:gc`)) : null;
-  let startedMs = Date.now();
+  const inTurn = seededRandom(`${seed}:${name}:${index}`);
+  const pauses = spec.gc ? gcSchedule(spec.gc, seededRandom(`${seed}:${name}:${index}:gc`), epochMs) : null;
+  let startedMs = epochMs;
   return {
+    /** What a replay needs to rebuild this model: its epoch and the start of measuring. */
+    clock: () => ({ epochMs, startedMs }),
     restart(nowMs) {
       startedMs = nowMs;
     },
-    plan(nowMs) {
+    plan(nowMs, key = null) {
+      const rng = key === null ? inTurn : seededRandom(`${seed}:${name}:${index}:${key}`);
       const e = spec.episode;
       const inSpell = e && nowMs - startedMs >= e.fromMs && nowMs - startedMs < e.untilMs;
       const fastFailure = inSpell ? e.fastFailure : spec.fastFailure;
@@ -152,7 +160,7 @@ export function originModel(name, index, seed) {
  * pause is stretched by the part of the pause it overlaps: every request in
  * flight stalls together, which is what makes GC tails correlated.
  */
-export function gcSchedule({ meanIntervalMs, minMs, maxMs }, rng) {
+export function gcSchedule({ meanIntervalMs, minMs, maxMs }, rng, origin = Date.now()) {
   const pauses = []; // [start, end) relative to the schedule's origin
   let horizon = 0;
   const extend = (until) => {
@@ -163,7 +171,6 @@ export function gcSchedule({ meanIntervalMs, minMs, maxMs }, rng) {
       horizon = end;
     }
   };
-  const origin = Date.now();
   return {
     pauses,
     /** The service time of a request arriving at `nowMs` that needs `workMs` of running time. */

@@ -10,6 +10,7 @@ import { Histogram } from "../lab/histogram.mjs";
 import { runOpenLoop, tallySlowest, whyFromServerTiming } from "../lab/loadgen.mjs";
 import { runScenario, CONFIGURATIONS, DEFAULT_CONFIGURATION } from "../lab/run.mjs";
 import { backAfter, block, secondsOf } from "../lab/spell.mjs";
+import { replayRun } from "../lab/hindsight.mjs";
 import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -196,4 +197,48 @@ test("the bound check fails when a scenario's default moved away from the bound"
   const worse = run(file);
   assert.equal(worse.status, 1, worse.stderr);
   assert.match(worse.stderr, /WORSE than committed: cliff: p99 ÷ bound/);
+});
+
+/**
+ * A run of `n` requests 5 ms apart made up from the scenario's own models:
+ * every primary at origin 0, hedged at `hedgeAt` ms (or never) to origin 1;
+ * the Worker's own time a constant 1 ms. Returns what the lab would have
+ * collected and the latencies.
+ */
+function syntheticRun(name, n, hedgeAt) {
+  const epochMs = 1_000_000;
+  const models = [0, 1].map((i) => originModel(name, i, "t", epochMs));
+  const logs = models.map((m) => ({ clock: m.clock(), requests: [] }));
+  const perRequest = [];
+  let legs = 0;
+  for (let i = 0; i < n; i++) {
+    const a = epochMs + 10 + i * 5;
+    const p = models[0].plan(a, `${i}:0`);
+    logs[0].requests.push([i, 0, a, p.delayMs, p.status, 0]);
+    let done = p.delayMs;
+    if (hedgeAt !== null && p.delayMs > hedgeAt) {
+      const h = models[1].plan(a + hedgeAt, `${i}:0`);
+      logs[1].requests.push([i, 0, a + hedgeAt, h.delayMs, h.status, 1]);
+      done = Math.min(done, hedgeAt + h.delayMs);
+      legs += 1;
+    }
+    perRequest.push([i, done + 1, 200]);
+  }
+  return { perRequest, logs, extra: legs / n, latencies: perRequest.map((r) => r[1]) };
+}
+
+test("the lab's hindsight bound: the run itself with nothing to spend, at least a fixed delay's own point", () => {
+  const off = syntheticRun("heavy-tail", 4000, null);
+  const replay = replayRun({ scenarioName: "heavy-tail", seed: "t", perRequest: off.perRequest, logs: off.logs });
+  assert.equal(replay.mismatched, 0);
+  const nothing = replay.bound(0);
+  const sorted = Float64Array.from(off.latencies).sort();
+  assert.ok(Math.abs(nothing.p99.latencyMs - quantile(sorted, 0.99)) < 1e-9, JSON.stringify(nothing.p99));
+  // A fixed 60 ms hedge is one point the bound must meet or beat at its load.
+  const fixed = syntheticRun("heavy-tail", 4000, 60);
+  const b = replayRun({ scenarioName: "heavy-tail", seed: "t", perRequest: fixed.perRequest, logs: fixed.logs }).bound(fixed.extra);
+  const fixedP99 = quantile(Float64Array.from(fixed.latencies).sort(), 0.99);
+  assert.ok(fixed.extra > 0.05, `${fixed.extra}`);
+  assert.ok(b.p99.latencyMs <= fixedP99 + 1e-9, `${b.p99.latencyMs} vs ${fixedP99}`);
+  assert.ok(b.p99.latencyMs < 200, `${b.p99.latencyMs}`);
 });

@@ -1,0 +1,165 @@
+// The hindsight bound in the workerd lab: the best fixed hedge delay d, and
+// probability q of hedging at it, chosen after the fact for one run of the
+// Worker, at that run's own extra load (SingleR, SPAA 2017, randomised form).
+// The same computation as the simulator's core/src/sim/hindsight.rs (read
+// its comments for the rules); here the run is rebuilt from what the lab saw:
+//
+// - the load generator's latency of every request (from its intended send),
+// - every origin's log of the requests it received (origin-sim.mjs /__log):
+//   the request's number, the attempt at that origin, its arrival and the
+//   service planned for it (known even for a leg the Worker then aborted),
+// - the origins' models, rebuilt with the same seed and clock, which give the
+//   service any request would have had at any time (draws keyed by request).
+//
+// Each request keeps its primary (the first leg to arrive), its arrival and
+// the Worker's own time (its latency less the origin-side span from the
+// primary's arrival to the answer it kept); the replay changes only whether
+// and when a second leg goes out. Loopback legs arrive at once: a hedge sent
+// d ms after the primary arrives d ms after it.
+import { originModel } from "./scenarios.mjs";
+
+/** Coarse and fine sweep steps (as the simulator's). */
+const COARSE_STEPS = 240;
+const FINE_STEPS = 40;
+
+/**
+ * Rebuilds a run: `perRequest` from the load generator ([number, latency ms,
+ * status]), `logs` from each origin's /__log ({clock, requests}). Returns the
+ * replay (`bound(extra)`), or null when no request reached an origin.
+ */
+export function replayRun({ scenarioName, seed, perRequest, logs }) {
+  const models = logs.map((log, index) => {
+    const m = originModel(scenarioName, index, seed, log.clock.epochMs);
+    m.restart(log.clock.startedMs);
+    return m;
+  });
+  const legsOf = new Map(); // number -> [{origin, attempt, arrived, delay, ok}]
+  logs.forEach((log, origin) => {
+    for (const [seq, attempt, arrived, delay, status] of log.requests) {
+      if (!legsOf.has(seq)) legsOf.set(seq, []);
+      legsOf.get(seq).push({ origin, attempt, arrived, delay, ok: status < 500 });
+    }
+  });
+  const other = (o) => (o + 1) % models.length;
+  /** A leg of request `seq` to `origin`, sent `at` ms after the primary arrived at `a`. */
+  const leg = (seq, origin, attempt, a, at) => {
+    const { delayMs, status } = models[origin].plan(a + at, `${seq}:${attempt}`);
+    return [at + delayMs, status < 500];
+  };
+  const requests = [];
+  let mismatched = 0;
+  for (const [seq, latency] of perRequest) {
+    const legs = (legsOf.get(seq) ?? []).sort((x, y) => x.arrived - y.arrived);
+    const first = legs[0];
+    if (!first) {
+      // It never reached an origin: the same under any delay.
+      requests.push({ seq, fixed: latency });
+      continue;
+    }
+    const a = first.arrived;
+    // The rebuilt model must give the very service the origin planned.
+    if (Math.abs(models[first.origin].plan(a, `${seq}:${first.attempt}`).delayMs - first.delay) > 1e-6) mismatched += 1;
+    // The answer the Worker kept: the first good one, else the last.
+    const ends = legs.map((l) => [l.arrived - a + l.delay, l.ok]);
+    const good = ends.filter(([, ok]) => ok).map(([t]) => t);
+    const span = good.length ? Math.min(...good) : Math.max(...ends.map(([t]) => t));
+    const r = { seq, a, primary: first.origin, primaryMs: first.delay, primaryOk: first.ok, overhead: latency - span };
+    const [ms, added] = play(r, null);
+    r.alone = [ms + r.overhead, added];
+    requests.push(r);
+  }
+
+  /** The request under the bound's rules, hedged at `hedgeAt` (or not): [ms, legs added]. */
+  function play(r, hedgeAt) {
+    const p = r.primary;
+    const h = other(p);
+    const primary = [r.primaryMs, r.primaryOk];
+    if (hedgeAt === null || hedgeAt >= r.primaryMs) {
+      if (r.primaryOk) return [r.primaryMs, 0];
+      const [ra, ok] = leg(r.seq, h, 0, r.a, r.primaryMs);
+      if (ok) return [ra, 1];
+      return [leg(r.seq, p, 1, r.a, ra)[0], 2];
+    }
+    const hedge = leg(r.seq, h, 0, r.a, hedgeAt);
+    const [first, firstOrigin, second] = hedge[0] < r.primaryMs ? [hedge, h, primary] : [primary, p, hedge];
+    if (first[1]) return [first[0], 1];
+    const third = leg(r.seq, other(firstOrigin), 1, r.a, first[0]);
+    const goods = [second, third].filter(([, ok]) => ok).map(([t]) => t);
+    return [goods.length ? Math.min(...goods) : Math.max(second[0], third[0]), 2];
+  }
+
+  function atDelay(d, extra) {
+    const n = requests.length;
+    let base = 0;
+    let gain = 0;
+    const hedged = new Map();
+    for (const r of requests) {
+      if (r.fixed !== undefined) continue;
+      base += r.alone[1];
+      if (r.primaryMs > d) {
+        const [ms, added] = play(r, d);
+        gain += added - r.alone[1];
+        hedged.set(r, ms + r.overhead);
+      }
+    }
+    const q = gain > 0 ? Math.min(1, Math.max(0, (extra * n - base) / gain)) : 0;
+    const samples = [];
+    for (const r of requests) {
+      if (r.fixed !== undefined) samples.push([r.fixed, 1]);
+      else if (q > 0 && hedged.has(r)) {
+        samples.push([hedged.get(r), q]);
+        if (q < 1) samples.push([r.alone[0], 1 - q]);
+      } else samples.push([r.alone[0], 1]);
+    }
+    samples.sort((x, y) => x[0] - y[0]);
+    const at = (p) => {
+      const need = Math.ceil(p * n) - 1e-9;
+      let sum = 0;
+      for (const [v, w] of samples) {
+        sum += w;
+        if (sum >= need) return v;
+      }
+      return samples.at(-1)?.[0] ?? NaN;
+    };
+    return { q, p99: at(0.99), p999: at(0.999) };
+  }
+
+  /** The best (d, q) for p99 and for p99.9 at `extra` legs per request beyond the first (0-1). */
+  function bound(extra) {
+    const replayed = requests.filter((r) => r.fixed === undefined);
+    if (!replayed.length) return null;
+    const n = requests.length;
+    const okTimes = Float64Array.from(replayed.filter((r) => r.primaryOk).map((r) => r.primaryMs)).sort();
+    const retries = replayed.reduce((s, r) => s + r.alone[1], 0);
+    const late = Math.min(okTimes.length, Math.ceil(Math.max(0, extra * n - retries)));
+    const rank = okTimes.length - late - 1;
+    const dMax = 1.2 * (rank >= 0 ? okTimes[rank] : 0);
+    const best = { p99: null, p999: null };
+    const tryDelay = (d) => {
+      const { q, p99, p999 } = atDelay(d, extra);
+      const delayMs = q > 0 ? d : Infinity;
+      for (const [key, v] of [["p99", p99], ["p999", p999]]) {
+        if (!best[key] || v < best[key].latencyMs) best[key] = { delayMs, q, latencyMs: v };
+      }
+    };
+    const step = dMax / COARSE_STEPS;
+    for (let k = 0; k <= COARSE_STEPS; k++) tryDelay(step * k);
+    for (const centre of [best.p99.delayMs, best.p999.delayMs]) {
+      if (!Number.isFinite(centre)) continue;
+      for (let k = 0; k <= FINE_STEPS; k++) {
+        const d = centre - step + (2 * step * k) / FINE_STEPS;
+        if (d >= 0 && d <= dMax) tryDelay(d);
+      }
+    }
+    return { extraPct: extra * 100, replayed: replayed.length, requests: n, mismatched, ...best };
+  }
+
+  return { bound, requests, mismatched };
+}
+
+/** "110.9 ms (d 66.0 ms, q 0.95)" */
+export function boundPointText(b) {
+  return Number.isFinite(b.delayMs)
+    ? `${b.latencyMs.toFixed(1)} ms (d ${b.delayMs.toFixed(1)} ms, q ${b.q.toFixed(2)})`
+    : `${b.latencyMs.toFixed(1)} ms (no hedge)`;
+}
