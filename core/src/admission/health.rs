@@ -51,9 +51,31 @@ pub struct HealthParams {
     pub stop_above_5xx_rate: f64,
 }
 
+/// How sure a 5xx rate must be before it cuts hedges: the one-sided 95%
+/// Wilson lower bound of the rate must pass the level. One 503 among twenty
+/// requests is a 5% rate but says little: its lower bound is 0.9%. An
+/// origin shedding exactly at a level is not cut by it; one well above is.
+const Z_95: f64 = 1.645;
+
+/// The one-sided lower confidence bound of `errors` in `requests`.
+pub fn rate_lower_bound(errors: u64, requests: u64) -> f64 {
+    if requests == 0 {
+        return 0.0;
+    }
+    let n = requests as f64;
+    let p = (errors as f64 / n).min(1.0);
+    let z2 = Z_95 * Z_95;
+    let centre = p + z2 / (2.0 * n);
+    let spread = Z_95 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    ((centre - spread) / (1.0 + z2 / n)).max(0.0)
+}
+
 impl HealthParams {
-    /// The hedge budget a 5xx rate allows (from this isolate's window or the PoP's).
-    pub fn level_for_5xx_rate(&self, rate: f64) -> BudgetLevel {
+    /// The hedge budget `server_errors` 5xx answers in `responses` allow
+    /// (from this isolate's window or the PoP's), judged on the rate's lower
+    /// confidence bound ([`rate_lower_bound`]).
+    pub fn level_for_5xx(&self, server_errors: u64, responses: u64) -> BudgetLevel {
+        let rate = rate_lower_bound(server_errors, responses);
         if rate > self.stop_above_5xx_rate {
             BudgetLevel::Stopped
         } else if rate > self.reduce_above_5xx_rate {
@@ -389,10 +411,7 @@ impl OriginHealth {
         if totals.requests < self.params.min_requests {
             return BudgetLevel::Full;
         }
-        let level = |c: Counts| {
-            self.params
-                .level_for_5xx_rate(c.server_errors as f64 / c.requests as f64)
-        };
+        let level = |c: Counts| self.params.level_for_5xx(c.server_errors, c.requests);
         // The newest sub-windows with enough requests count too: when an
         // origin starts failing after its traffic moved elsewhere (its
         // primaries went to a faster peer), its few recent 5xx would drown
@@ -609,11 +628,28 @@ mod tests {
     }
 
     #[test]
+    fn the_lower_bound_is_wilsons() {
+        assert_eq!(rate_lower_bound(0, 0), 0.0);
+        assert_eq!(rate_lower_bound(0, 100), 0.0);
+        // One 503 in 20 requests: a 5% rate that says little.
+        assert!((rate_lower_bound(1, 20) - 0.0112).abs() < 1e-4);
+        assert!((rate_lower_bound(10, 40) - 0.1557).abs() < 1e-4);
+        // Many requests: close to the rate itself.
+        let lb = rate_lower_bound(2_000, 100_000);
+        assert!(lb > 0.0192 && lb < 0.02, "{lb}");
+    }
+
+    #[test]
     fn budget_shrinks_with_the_5xx_rate_and_comes_back() {
         let mut h = health();
-        record_n(&mut h, 97, Outcome::Success, 0.0);
-        record_n(&mut h, 3, Outcome::ServerError, 0.0);
+        // 4 in 100 is above the 2% level but not surely (lower bound 1.8%);
+        // 6 in 100 surely is (3.1%).
+        record_n(&mut h, 94, Outcome::Success, 0.0);
+        record_n(&mut h, 4, Outcome::ServerError, 0.0);
+        assert_eq!(h.budget_level(1.0), BudgetLevel::Full);
+        record_n(&mut h, 2, Outcome::ServerError, 0.0);
         assert_eq!(h.budget_level(1.0), BudgetLevel::Reduced(5.0));
+        // 36 in 130: surely past the 20% stop level (21.7%).
         record_n(&mut h, 30, Outcome::ServerError, 0.0);
         assert_eq!(h.budget_level(1.0), BudgetLevel::Stopped);
         // A minute later the window has slid past the errors.
@@ -635,9 +671,11 @@ mod tests {
             };
             h.record(outcome, 0, 45_000.0 + f64::from(k) * 100.0);
         }
-        // The window's rate is 0.5%; the newest sub-window's is 25%.
+        // The window's rate is 0.5%; the newest sub-window's is 25% of 40
+        // requests: surely past the 2% level (lower bound 15.6%), not
+        // surely past the 20% one.
         assert_eq!(h.window(50_000.0).server_error_rate, Some(10.0 / 2_040.0));
-        assert_eq!(h.budget_level(50_000.0), BudgetLevel::Stopped);
+        assert_eq!(h.budget_level(50_000.0), BudgetLevel::Reduced(5.0));
         // A quiet newest sub-window with too few requests says nothing.
         let mut quiet = health();
         record_n(&mut quiet, 2_000, Outcome::Success, 1_000.0);

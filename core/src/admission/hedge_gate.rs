@@ -531,15 +531,15 @@ impl HedgeGate {
 
     /// The PoP-wide 5xx rate of `origin` in use now, if any.
     pub fn pop_5xx_rate(&self, origin: usize, now_ms: f64) -> Option<f64> {
-        self.pop_rates
-            .get(origin)
-            .copied()
-            .flatten()
-            .filter(|p| {
-                now_ms - p.at_ms < self.health_params.window.window_ms
-                    && p.responses >= self.health_params.min_requests
-            })
-            .map(|p| p.rate)
+        self.pop_5xx(origin, now_ms).map(|p| p.rate)
+    }
+
+    /// The PoP-wide 5xx figures of `origin` in use now, if any.
+    fn pop_5xx(&self, origin: usize, now_ms: f64) -> Option<PopRate> {
+        self.pop_rates.get(origin).copied().flatten().filter(|p| {
+            now_ms - p.at_ms < self.health_params.window.window_ms
+                && p.responses >= self.health_params.min_requests
+        })
     }
 
     fn level(&mut self, origin: usize, now_ms: f64) -> BudgetLevel {
@@ -547,8 +547,12 @@ impl HedgeGate {
             .health
             .get_mut(origin)
             .map_or(BudgetLevel::Full, |h| h.budget_level(now_ms));
-        match self.pop_5xx_rate(origin, now_ms) {
-            Some(rate) => local.stricter(self.health_params.level_for_5xx_rate(rate)),
+        match self.pop_5xx(origin, now_ms) {
+            Some(p) => {
+                // The PoP's count of 5xx answers, rebuilt from its rate.
+                let errors = (p.rate * p.responses as f64).round() as u64;
+                local.stricter(self.health_params.level_for_5xx(errors, p.responses))
+            }
             None => local,
         }
     }
@@ -653,8 +657,9 @@ mod tests {
     #[test]
     fn a_primary_past_the_stop_level_is_not_hedged() {
         let mut gate = HedgeGate::new(&params(&[]), 0.0);
+        // 34 in 100: surely past the 20% stop level.
         for i in 0..100 {
-            let outcome = if i % 4 == 0 {
+            let outcome = if i % 3 == 0 {
                 Outcome::ServerError
             } else {
                 Outcome::Success

@@ -268,6 +268,9 @@ impl Hedger {
                 self.finish(state, RaceEnd::Won(winner))
             }
             Step::DeliverPrimaryFailure => self.finish(state, RaceEnd::PrimaryFailed),
+            // The bound's replay does the same: the request is unhedged
+            // again, and one more leg goes where the hedge did not fail.
+            Step::HedgeFailedFirst => self.replace_failed_hedge(state, now_ms),
             Step::FailBoth => {
                 if let Some(action) = self.third_attempt(state, now_ms) {
                     return action;
@@ -464,13 +467,42 @@ impl Hedger {
         } else {
             a
         };
+        self.send_third(state, worse, now_ms)
+    }
+
+    /// The hedge failed while the primary is still out (an origin shedding
+    /// the copy with a fast 503, say): without another leg the request waits
+    /// on the very primary that was slow enough to hedge. One more attempt
+    /// goes out, from the same allowance as a third attempt after two fast
+    /// failures, away from the hedge's origin; else the primary runs on.
+    fn replace_failed_hedge(&mut self, state: &mut RaceState, now_ms: f64) -> Action {
+        let plan = &state.plan;
+        if !self.params.guards.third_attempt || plan.delay.is_none() || plan.retry || plan.peer_only
+        {
+            return Action::Wait;
+        }
+        // Only an origin's failure or shedding (502-504, no answer); a
+        // hedge refused as a duplicate or rate-limited (409, 425, 429) is
+        // not sent again.
+        let hedge = state.leg(Leg::Hedge);
+        if !(hedge.error.is_some() || hedge.status.is_some_and(|s| (502..=504).contains(&s))) {
+            return Action::Wait;
+        }
+        let avoid = hedge.origin;
+        self.send_third(state, avoid, now_ms)
+            .unwrap_or(Action::Wait)
+    }
+
+    /// One more attempt on the hedge leg, to an origin other than `avoid`
+    /// when one may take it, if the allowance has one.
+    fn send_third(&mut self, state: &mut RaceState, avoid: usize, now_ms: f64) -> Option<Action> {
         if !self.third.take() {
             return None;
         }
-        self.gate.scope(plan.route_policy);
+        self.gate.scope(state.plan.route_policy);
         let origin = self
             .gate
-            .permit_urgent(worse, now_ms, Urgency::Failure, false)
+            .permit_urgent(avoid, now_ms, Urgency::Failure, false)
             .ok()?;
         let first = std::mem::replace(
             &mut state.legs[Leg::Hedge.index()],

@@ -202,8 +202,8 @@ fn a_fast_failure_is_retried_even_when_its_origin_budget_is_cut() {
 }
 
 #[test]
-fn shed_hedge_waits_for_the_primary() {
-    let mut h = hedger(&[]);
+fn a_shed_hedge_waits_for_the_primary_without_a_third_attempt() {
+    let mut h = hedger(&[("HEDGE_TUNING", r#"{"third_attempt":false}"#)]);
     let mut race = start(&mut h, 0.0);
     h.timer_fired(&mut race, 100.0);
     h.hedge_sent(&mut race, 100.0);
@@ -215,6 +215,49 @@ fn shed_hedge_waits_for_the_primary() {
         h.leg_finished(&mut race, Leg::Primary, Ok(200), 300.0),
         Action::Finish(RaceEnd::Won(Leg::Primary))
     );
+}
+
+#[test]
+fn a_shed_hedge_is_replaced_once_while_the_primary_runs() {
+    let mut h = hedger(&[]);
+    let mut race = start(&mut h, 0.0);
+    h.timer_fired(&mut race, 100.0);
+    h.hedge_sent(&mut race, 100.0);
+    let shed_at = race.leg(Leg::Hedge).origin;
+    let Action::SendHedge {
+        origin,
+        abort_primary: false,
+    } = h.leg_finished(&mut race, Leg::Hedge, Ok(503), 102.0)
+    else {
+        panic!("no replacement for the shed hedge");
+    };
+    assert_ne!(origin, shed_at, "away from the origin that shed it");
+    h.hedge_sent(&mut race, 102.0);
+    assert!(race.third_attempt_sent());
+    // The replacement is shed too: nothing more, the primary runs on.
+    assert_eq!(
+        h.leg_finished(&mut race, Leg::Hedge, Ok(503), 104.0),
+        Action::Wait
+    );
+    assert_eq!(
+        h.leg_finished(&mut race, Leg::Primary, Ok(200), 300.0),
+        Action::Finish(RaceEnd::Won(Leg::Primary))
+    );
+}
+
+#[test]
+fn a_hedge_refused_as_a_duplicate_is_not_sent_again() {
+    let mut h = hedger(&[]);
+    for status in [409, 425, 429] {
+        let mut race = start(&mut h, 0.0);
+        h.timer_fired(&mut race, 100.0);
+        h.hedge_sent(&mut race, 100.0);
+        assert_eq!(
+            h.leg_finished(&mut race, Leg::Hedge, Ok(status), 102.0),
+            Action::Wait,
+            "{status}"
+        );
+    }
 }
 
 #[test]

@@ -104,6 +104,10 @@ pub enum Step {
     DeliverPrimaryFailure,
     /// Both legs failed: answer 502 with what each got.
     FailBoth,
+    /// The hedge failed while the primary is still out: the request is as
+    /// unhedged as before it. A third attempt may take its place ([`Race::third_attempt`]
+    /// and [`Race::hedge_started`]); otherwise wait for the primary.
+    HedgeFailedFirst,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,9 +203,13 @@ impl Race {
     pub fn hedge_declined(&mut self) -> Step {
         self.hedge_possible = false;
         if self.third {
-            // The third attempt could not be sent: both legs stand failed.
+            // The third attempt could not be sent: the hedge leg stands
+            // failed, and so does the race unless the primary is still out.
             self.hedge = LegState::Failed;
-            return Step::FailBoth;
+            return match self.primary {
+                LegState::Pending => Step::Wait,
+                _ => Step::FailBoth,
+            };
         }
         if self.primary == LegState::Failed {
             Step::DeliverPrimaryFailure
@@ -223,6 +231,7 @@ impl Race {
             LegOutcome::RetriableFailure => {
                 *self.state_mut(leg) = LegState::Failed;
                 match (leg, self.state(leg.other())) {
+                    (Leg::Hedge, LegState::Pending) if !self.third => Step::HedgeFailedFirst,
                     (_, LegState::Pending) => Step::Wait,
                     (_, LegState::Failed) => Step::FailBoth,
                     (Leg::Primary, LegState::NotStarted) if self.hedge_possible => Step::StartHedge,
@@ -254,6 +263,40 @@ impl Race {
 mod tests {
     use super::*;
     use LegOutcome::*;
+
+    #[test]
+    fn a_hedge_failing_first_may_be_replaced_once_while_the_primary_runs() {
+        let mut race = Race::new(true);
+        assert_eq!(race.timer_fired(), Step::StartHedge);
+        race.hedge_started();
+        assert_eq!(
+            race.leg_finished(Leg::Hedge, RetriableFailure),
+            Step::HedgeFailedFirst
+        );
+        race.third_attempt();
+        race.hedge_started();
+        assert!(race.is_pending(Leg::Primary) && race.is_pending(Leg::Hedge));
+        // The replacement fails too: no more attempts, the primary runs on.
+        assert_eq!(race.leg_finished(Leg::Hedge, RetriableFailure), Step::Wait);
+        assert_eq!(
+            race.leg_finished(Leg::Primary, Answer),
+            Step::Deliver(Leg::Primary)
+        );
+    }
+
+    #[test]
+    fn a_replacement_that_cannot_go_leaves_the_primary_running() {
+        let mut race = Race::new(true);
+        race.timer_fired();
+        race.hedge_started();
+        race.leg_finished(Leg::Hedge, RetriableFailure);
+        race.third_attempt();
+        assert_eq!(race.hedge_declined(), Step::Wait);
+        assert_eq!(
+            race.leg_finished(Leg::Primary, RetriableFailure),
+            Step::FailBoth
+        );
+    }
 
     #[test]
     fn completes_before_hedge() {
@@ -319,7 +362,11 @@ mod tests {
         let mut race = Race::new(true);
         race.timer_fired();
         race.hedge_started();
-        assert_eq!(race.leg_finished(Leg::Hedge, RetriableFailure), Step::Wait);
+        assert_eq!(
+            race.leg_finished(Leg::Hedge, RetriableFailure),
+            Step::HedgeFailedFirst
+        );
+        // Nothing replaced it: the primary's answer wins.
         assert_eq!(
             race.leg_finished(Leg::Primary, Answer),
             Step::Deliver(Leg::Primary)
@@ -469,7 +516,11 @@ mod tests {
             assert_eq!(race.timer_fired(), Step::StartHedge);
             race.hedge_started();
             let refused = classify_status(Leg::Hedge, status);
-            assert_eq!(race.leg_finished(Leg::Hedge, refused), Step::Wait);
+            // The Hedger sends nothing in its place for these (hedger_tests).
+            assert_eq!(
+                race.leg_finished(Leg::Hedge, refused),
+                Step::HedgeFailedFirst
+            );
             assert_eq!(
                 race.leg_finished(Leg::Primary, Answer),
                 Step::Deliver(Leg::Primary)

@@ -142,7 +142,8 @@ impl RaceState {
         self.race.hedge_sent()
     }
 
-    /// Whether a third attempt went out after both legs failed fast.
+    /// Whether a third attempt went out (after both legs failed fast, or
+    /// in place of a hedge that failed while the primary ran).
     pub fn third_attempt_sent(&self) -> bool {
         self.race.third_sent() && self.legs[Leg::Hedge.index()].started_ms.is_some()
     }
