@@ -897,7 +897,7 @@ mod tests {
     }
 
     #[test]
-    fn a_busy_isolate_makes_hedging_worse_and_the_guards_stop_it() {
+    fn a_busy_isolate_makes_hedging_worse_and_the_default_does_not_hedge_there() {
         // Poisson arrivals at 350 rps keep the lab-calibrated isolate ~87% busy.
         let p = SimParams {
             rate_rps: 350.0,
@@ -908,25 +908,19 @@ mod tests {
         };
         let p99 = |r: &mut RunResult| super::super::percentile(&mut r.latencies_ms, 0.99);
         let mut off = run(&p, &config(&[("HEDGE_MODE", "off")])).expect("runs");
-        let mut unguarded = run(
-            &p,
-            &config(&[(
-                "HEDGE_TUNING",
-                r#"{"isolate_busy_lag_ms":0,"cut_unpaid":false}"#,
-            )]),
-        )
-        .expect("runs");
-        let mut guarded = run(&p, &config(&[])).expect("runs");
-        let (off99, unguarded99, guarded99) =
-            (p99(&mut off), p99(&mut unguarded), p99(&mut guarded));
+        // Hedging at p95 costs here: each leg is the isolate's work.
+        let mut fixed = run(&p, &config(&[("HEDGE_POLICY", "fixed-quantile")])).expect("runs");
+        let mut default = run(&p, &config(&[])).expect("runs");
+        let (off99, fixed99, default99) = (p99(&mut off), p99(&mut fixed), p99(&mut default));
         assert!(
-            unguarded99 > off99 * 1.03,
-            "without the guards hedging should cost: {unguarded99} vs {off99}"
+            fixed99 > off99 * 1.03,
+            "hedging at p95 should cost: {fixed99} vs {off99}"
         );
-        let extra = guarded.hedges as f64 / guarded.requests as f64;
+        // The default sees too little to gain on an origin tail this short
+        // (the load price), and the isolate guard stops what it would send.
+        let extra = default.hedges as f64 / default.requests as f64;
         assert!(extra <= 0.01, "extra {extra}");
-        assert!(guarded.isolate_busy_skips > 0);
-        assert!(guarded99 < unguarded99, "{guarded99} vs {unguarded99}");
+        assert!(default99 <= off99 * 1.03, "{default99} vs {off99}");
     }
 
     #[test]
