@@ -185,6 +185,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
         path: values.path ?? null,
       })
     : await runOpenLoop({ url: values.url, rate: Number(values.rate), seconds: Number(values.seconds) });
-  process.stdout.write(JSON.stringify(result) + "\n");
-  process.exit(0);
+  // Exit once the line is out: on a pipe the write is asynchronous, and a
+  // run's per-request record is larger than the pipe holds.
+  process.stdout.write(JSON.stringify(result) + "\n", () => process.exit(0));
 }
