@@ -22,6 +22,7 @@ import { originModel, rateOf, scenario, spellOf, SCENARIO_NAMES } from "./scenar
 import { secondsOf, spellMarkdown } from "./spell.mjs";
 import { startWorker } from "../tests/support/worker.mjs";
 import { popMarkdown, runColdIsolates } from "./pop-lab.mjs";
+import { summaryMarkdown } from "./summary.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -442,6 +443,7 @@ function writeReports(out, reports, overhead, pop = null) {
     );
     writeFileSync(path.join(out, `${r.scenario}.svg`), svg);
   }
+  if (reports.length > 1) md.push("## Summary", "", summaryMarkdown(reports), "");
   if (overhead) {
     md.push(
       "## Overhead: closed-loop maximum throughput against an instant origin",

@@ -22,7 +22,7 @@ log "test: the default against the hindsight bound, per scenario (simulate --bou
 # A short run of every scenario; fails when the default's p99 or p99.9 over
 # the bound's is more than 3% worse than committed, or its extra load more
 # than 1 point higher (docs/lab.md, "The yardstick").
-target/release/examples/simulate --scenario all --seconds 30 --bound-check core/tests/bound-ratios.json \
+target/release/examples/simulate --scenario all --seconds 30 --routes 4 --bound-check core/tests/bound-ratios.json \
   --out target/bound-check > /dev/null
 log "test: the dashboard page is built from its sources (scripts/build-dashboard.mjs --check)"
 node scripts/build-dashboard.mjs --check

@@ -184,7 +184,7 @@ test("the bound check fails when a scenario's default moved away from the bound"
   const simulate = path.join(root, "target/release/examples/simulate");
   const committed = path.join(root, "core/tests/bound-ratios.json");
   const run = (file) =>
-    spawnSync(simulate, ["--scenario", "all", "--seconds", "30", "--bound-check", file, "--out", mkdtempSync(path.join(tmpdir(), "bound-"))], {
+    spawnSync(simulate, ["--scenario", "all", "--seconds", "30", "--routes", "4", "--bound-check", file, "--out", mkdtempSync(path.join(tmpdir(), "bound-"))], {
       encoding: "utf8",
     });
   const ok = run(committed);

@@ -99,25 +99,26 @@ impl LatencyEstimator {
     }
 
     /// The samples inside the window for `origin` on `route` when the route
-    /// has at least `min_samples`, else the origin's over all its routes (as
-    /// the quantile falls back), with the newest part that holds
-    /// `min_samples` on its own. `None` without enough of either. No side
-    /// effects on the key's idle time.
+    /// has at least `route_min`, else the origin's over all its routes when
+    /// it has at least `min_samples` (as the quantile falls back), with the
+    /// newest part that holds `min_samples` on its own. `None` without
+    /// enough of either. No side effects on the key's idle time.
     pub fn samples(
         &mut self,
         origin: usize,
         route: &str,
+        route_min: u64,
         min_samples: u64,
         now_ms: f64,
     ) -> Option<Samples> {
         let key = (origin, route.to_string());
-        let enough = |w: &mut WindowedSketch| w.count(now_ms) >= min_samples;
-        let route_has_enough = (self.routes.get_mut(&key, f64::NEG_INFINITY)).is_some_and(enough);
+        let route_has_enough = (self.routes.get_mut(&key, f64::NEG_INFINITY))
+            .is_some_and(|w| w.count(now_ms) >= route_min.max(min_samples));
         let window = if route_has_enough {
             self.routes.get_mut(&key, f64::NEG_INFINITY)?
         } else {
             let w = self.origins.get_mut(&origin)?;
-            if !enough(w) {
+            if w.count(now_ms) < min_samples {
                 return None;
             }
             w
