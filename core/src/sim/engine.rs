@@ -803,12 +803,13 @@ impl RaceIo for Intents {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::pop::upkeep::SHED_ABOVE_PUSHES_PER_S;
     use crate::sim::scenario::scenario;
 
-    fn params(name: &str, seconds: f64) -> SimParams {
+    /// One isolate at 200 rps on `name`, seed 1 (the simulator's tests share it).
+    pub(crate) fn params(name: &str, seconds: f64) -> SimParams {
         SimParams {
             scenario: scenario(name).expect("known scenario"),
             rate_rps: 200.0,
@@ -825,7 +826,8 @@ mod tests {
         }
     }
 
-    fn config(pairs: &[(&str, &str)]) -> Configuration {
+    /// The defaults with these `HEDGE_*` vars on top.
+    pub(crate) fn config(pairs: &[(&str, &str)]) -> Configuration {
         Configuration {
             name: "test".into(),
             vars: pairs

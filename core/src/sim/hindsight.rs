@@ -276,34 +276,14 @@ impl<'a> Replay<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::engine::{run, Configuration};
-    use crate::sim::scenario::scenario;
+    use crate::sim::engine::run;
+    use crate::sim::engine::tests::config;
     use crate::sim::{percentile, RunResult};
 
     fn params(name: &str, seconds: f64) -> SimParams {
         SimParams {
-            scenario: scenario(name).expect("known scenario"),
-            rate_rps: 200.0,
-            seconds,
-            warmup_seconds: 3.0,
-            isolates: 1,
-            poisson: false,
             seed: 7,
-            worker_overhead_ms: 1.5,
-            aggregator_rtt_ms: None,
-            aggregator_capacity_per_s: 100.0,
-            routes: 1,
-            isolate_cpu: None,
-        }
-    }
-
-    fn config(pairs: &[(&str, &str)]) -> Configuration {
-        Configuration {
-            name: "test".into(),
-            vars: pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            ..crate::sim::engine::tests::params(name, seconds)
         }
     }
 
