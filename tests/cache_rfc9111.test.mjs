@@ -9,6 +9,8 @@ import { origins, serverTiming } from "./support/worker.mjs";
 import { origin, worker } from "./support/harness.mjs";
 import { stored } from "./support/cache.mjs";
 import { rawRequest } from "./support/raw.mjs";
+import { captureLogs } from "./support/logs.mjs";
+import { parseMetrics } from "./support/metrics.mjs";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -225,6 +227,86 @@ test("stale-while-revalidate serves the stale copy at once and refreshes it once
     await sleep(50);
   }
   assert.equal(a.requests.length, 2, "one refresh for five stale hits");
+});
+
+const TOKEN = "test-token-0123456789abcdef";
+
+/** A stale entry for `path` on worker `w`, refreshed in the background by one stale hit. */
+async function refreshOnce(w, a, path) {
+  await get(w, path);
+  await stored(w, path);
+  await sleep(2_100);
+  const stale = await get(w, path);
+  assert.equal(stale.via, "stale");
+  await a.waitFor("finish", (r) => r.index === 1, 5_000);
+}
+
+async function operatorView(w, route) {
+  const stats = await (await w.fetch("/__hedge/stats", { headers: { authorization: `Bearer ${TOKEN}` } })).json();
+  const text = await (await w.fetch("/__hedge/metrics", { headers: { authorization: `Bearer ${TOKEN}` } })).text();
+  const m = parseMetrics(text, "prometheus");
+  return {
+    stats,
+    requests: stats.routes.filter((r) => r.route === route).reduce((n, r) => n + r.requests, 0),
+    metricRequests: m.value("hedgehog_requests_total", { route }),
+    clientErrors: m.value("hedgehog_client_errors_total", { route }) ?? 0,
+  };
+}
+
+test("a background refresh is counted in the stats and metrics and logged as a refresh", async () => {
+  let n = 0;
+  const a = await origin("a", (req) => {
+    n++;
+    // The refresh is conditional: the unchanged entry costs the origin a 304.
+    if (req.headers["if-none-match"] === '"v1"') return { status: 304, headers: { etag: '"v1"', "cache-control": "max-age=60" }, body: "" };
+    return { headers: { "cache-control": "max-age=1, stale-while-revalidate=30", etag: '"v1"' }, body: "copy 1" };
+  });
+  const logs = captureLogs();
+  const w = await worker(
+    { HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" }, HEDGE_STATS_TOKEN: TOKEN, HEDGE_LOG_LEVEL: "info" },
+    { handleRuntimeStdio: logs.handleRuntimeStdio },
+  );
+  await refreshOnce(w, a, "/swr-seen");
+  await logs.until((lines) => lines.some((l) => l.includes('"refresh":true')));
+  const found = logs.lines.find((l) => l.includes('"refresh":true'));
+  assert.ok(found, "no log line for the refresh");
+  const line = JSON.parse(found.slice(found.indexOf("{")));
+  assert.equal(line.route, "/swr-seen");
+  assert.equal(line.method, "GET");
+  assert.equal(line.legs[0].status, 304, "the origin's own answer is in the line");
+  assert.equal(line.status, 200, "the entry the 304 updated");
+  const view = await operatorView(w, "/swr-seen");
+  assert.equal(n, 2);
+  assert.equal(view.requests, 2, "the first fetch and the refresh, in the stats");
+  assert.equal(view.metricRequests, 2, "and in the metrics");
+  assert.equal(view.clientErrors, 0);
+  // The 304 refreshed the entry: the next request is a plain hit.
+  assert.equal((await get(w, "/swr-seen")).via, "cache");
+});
+
+test("a failed background refresh shows among the recent errors, not as a client's error", async () => {
+  let n = 0;
+  const a = await origin("a", () =>
+    n++ === 0
+      ? { headers: { "cache-control": "max-age=1, stale-while-revalidate=30" }, body: "copy 1" }
+      : { status: 503, body: "down" },
+  );
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" }, HEDGE_STATS_TOKEN: TOKEN, HEDGE_MODE: "off" });
+  await refreshOnce(w, a, "/swr-failed");
+  let view;
+  for (let tries = 0; tries < 50; tries++) {
+    view = await operatorView(w, "/swr-failed");
+    if (view.requests === 2) break;
+    await sleep(50);
+  }
+  assert.equal(view.requests, 2);
+  assert.equal(view.clientErrors, 0, "the client had the stale copy");
+  const error = view.stats.recent_errors.find((e) => e.route === "/swr-failed");
+  assert.ok(error, JSON.stringify(view.stats.recent_errors));
+  assert.equal(error.status, 503);
+  assert.match(error.what, /background refresh/);
+  // The stale copy is still there for the next client.
+  assert.equal((await get(w, "/swr-failed")).body, "copy 1");
 });
 
 test("no request can read or write the Worker's own variant keys", async () => {

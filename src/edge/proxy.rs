@@ -59,7 +59,7 @@ pub(crate) async fn run(
     };
     // The cache step and the completion are boxed: inline, their state
     // (1.2 KB for the completion) would be held through the whole race.
-    let miss = match Box::pin(consult_cache(client, ctx, isolate, &admission, leader)).await? {
+    let miss = match Box::pin(consult_cache(client, env, ctx, isolate, &admission, leader)).await? {
         Ok(miss) => miss,
         Err(served) => return served,
     };
@@ -174,6 +174,7 @@ async fn read_body(
 /// the race needs of it.
 async fn consult_cache(
     client: Client<'_>,
+    env: &Env,
     ctx: &Context,
     isolate: &Shared,
     admission: &Admission,
@@ -226,7 +227,7 @@ async fn consult_cache(
         leader.stored();
     }
     if how == CacheServe::StaleWhileRevalidate {
-        refresh::spawn(ctx, isolate, client, admission, &entry);
+        refresh::spawn(ctx, env, isolate, client, admission, &entry);
     }
     Ok(Err(serve_entry(client, admission, &entry, age_s, how)))
 }

@@ -6,7 +6,7 @@
 
 use std::rc::Rc;
 
-use worker::{console_warn, web_sys, Context};
+use worker::{console_warn, web_sys, AnalyticsEngineDataset, Context, Env};
 
 use super::cache::{self, Entry, StoreTarget};
 use super::client::Client;
@@ -14,27 +14,30 @@ use super::clock::{new_id, now_ms};
 use super::connections::Connections;
 use super::isolate::{self, Shared};
 use super::leg::{self, OutboundBody, OutboundRequest};
-use super::race::{self, Outcome, Target};
+use super::race::{self, Outcome, RaceReport, Target};
 use super::request_body::ClientBodyFault;
-use hedgehog_core::cache::policy::response_freshness;
-use hedgehog_core::isolate::Admission;
-use hedgehog_core::request::outbound::TraceContext;
+use super::{analytics, request_log};
+use hedgehog_core::isolate::{Admission, Answer};
 
 /// Starts the refresh of `entry` (served stale to `client`'s request) in
 /// the background, unless one for the key runs already.
 pub(crate) fn spawn(
     ctx: &Context,
+    env: &Env,
     shared: &Shared,
     client: Client<'_>,
     admission: &Admission,
     entry: &Entry,
 ) {
     let url = client.url.to_string();
-    let Some(plan) = shared.borrow_mut().begin_refresh(&url, admission, now_ms()) else {
+    let begun = shared
+        .borrow_mut()
+        .begin_refresh(&url, admission, &new_id, now_ms());
+    let Some(mut refresh) = begun else {
         return;
     };
     let claim = RefreshClaim { url: url.clone() };
-    let headers = match outbound_headers(client.headers, admission, entry) {
+    let headers = match outbound_headers(client.headers, &refresh, entry) {
         Ok(headers) => headers,
         Err(e) => {
             console_warn!("hedgehog-edge: could not build a refresh: {e}");
@@ -44,95 +47,115 @@ pub(crate) fn spawn(
     let Ok(request_headers) = web_sys::Headers::new_with_headers(client.headers) else {
         return;
     };
-    let (path, query) = (admission.path.clone(), admission.query.clone());
+    let dataset = analytics::dataset(env);
     let shared = Shared::clone(shared);
     // The same invocation: its subrequests count against the client's six.
     let connections = Rc::clone(client.connections);
     ctx.wait_until(async move {
         let _claim = claim;
+        let Some(plan) = refresh.plan.take() else {
+            return;
+        };
         let mut outbound = OutboundRequest {
-            method: "GET".to_string(),
+            method: refresh.method.clone(),
             headers,
             body: OutboundBody::Empty,
-            trace: TraceContext {
-                trace_id: new_id(),
-                flags: "00".to_string(),
-            },
+            trace: refresh.trace.clone(),
             client_body: ClientBodyFault::default(),
         };
         let target = Target {
-            path: &path,
-            query: query.as_deref(),
+            path: &refresh.path,
+            query: refresh.query.as_deref(),
         };
         // Nobody waits on this request: nothing aborts it but the timeout.
         let Ok(never) = web_sys::AbortController::new() else {
             return;
         };
-        let started_ms = now_ms();
         let signal = never.signal();
         let report = race::run(&shared, plan, &target, &mut outbound, &signal, &connections).await;
         let Ok(report) = report else {
             return;
         };
-        let Outcome::Won(response) = &report.outcome else {
-            return;
+        let ended = End {
+            shared: &shared,
+            url: &url,
+            request_headers: &request_headers,
+            connections: &connections,
+            dataset: dataset.as_ref(),
         };
-        store(
-            &shared,
-            &url,
-            &request_headers,
-            response,
-            started_ms,
-            &connections,
-        )
-        .await;
+        ended.complete(&refresh, report).await;
     });
 }
 
-/// Stores the refresh's answer (or the entry updated by a `304`).
-async fn store(
-    shared: &Shared,
-    url: &str,
-    request_headers: &web_sys::Headers,
-    response: &web_sys::Response,
-    started_ms: f64,
-    connections: &Rc<Connections>,
-) {
-    let updated;
-    let response = if response.status() == 304 {
-        // The stored body is read again: the client's copy used the first.
-        let found = cache::lookup(url, request_headers, connections).await;
-        match found.entry.map(|entry| cache::updated_by(&entry, response)) {
-            Some(Ok(response)) => {
-                updated = response;
-                &updated
+/// What a refresh needs once its race is over.
+struct End<'a> {
+    shared: &'a Shared,
+    url: &'a str,
+    request_headers: &'a web_sys::Headers,
+    connections: &'a Rc<Connections>,
+    dataset: Option<&'a AnalyticsEngineDataset>,
+}
+
+impl End<'_> {
+    /// The isolate's completion, as for a client's request (counts, the
+    /// recent errors, the log line, what the cache keeps), then the store of
+    /// the answer or of the entry a `304` updated.
+    async fn complete(&self, refresh: &Admission, mut report: RaceReport) {
+        if let Outcome::Won(response) = &mut report.outcome {
+            if response.status() == 304 {
+                // The stored body is read again: the client's copy used the first.
+                let found = cache::lookup(self.url, self.request_headers, self.connections).await;
+                match found.entry.map(|entry| cache::updated_by(&entry, response)) {
+                    Some(Ok(updated)) => *response = updated,
+                    // Gone from the cache meanwhile: nothing to update.
+                    _ => return,
+                }
             }
-            _ => return,
         }
-    } else {
-        response
-    };
-    let headers = response.headers();
-    let header = |name: &str| headers.get(name).ok().flatten();
-    let fresh = response_freshness(response.status(), &header, started_ms, now_ms())
-        .filter(|_| shared.borrow().may_store(url, started_ms));
-    let Some((meta, keep_secs)) = fresh else {
-        return;
-    };
-    let target = StoreTarget {
-        url,
-        request_headers,
-        generation: None,
-        meta,
-        keep_secs,
-    };
-    let task = cache::store_task(target, response, connections, || {});
-    if let Some(body) = response.body() {
-        // The stored copy is a tee of it; this branch is not read.
-        let _ = body.cancel();
-    }
-    if let Some(task) = task {
-        task.await;
+        let kept = report.kept_response();
+        let kept_headers = kept.map(web_sys::Response::headers);
+        let header = |name: &str| kept_headers.as_ref()?.get(name).ok().flatten();
+        let answer = Answer {
+            status: kept.map(web_sys::Response::status),
+            header: &header,
+            stale_if_error: false,
+            analytics: self.dataset.is_some(),
+        };
+        let done = (self.shared.borrow_mut()).complete(
+            refresh,
+            &report.state,
+            &answer,
+            self.url,
+            now_ms(),
+        );
+        // The status the line records: the origin's, else what a client
+        // would have been answered.
+        let status = match (&report.outcome, kept) {
+            (_, Some(response)) => response.status(),
+            (Outcome::TimedOut, None) => 504,
+            _ => 502,
+        };
+        if let Some(line) = done.log {
+            request_log::finish(self.shared, line, status, self.dataset);
+        }
+        let (Some((meta, keep_secs)), Some(response)) = (done.store, kept) else {
+            return;
+        };
+        let target = StoreTarget {
+            url: self.url,
+            request_headers: self.request_headers,
+            generation: None,
+            meta,
+            keep_secs,
+        };
+        let task = cache::store_task(target, response, self.connections, || {});
+        if let Some(body) = response.body() {
+            // The stored copy is a tee of it; this branch is not read.
+            let _ = body.cancel();
+        }
+        if let Some(task) = task {
+            task.await;
+        }
     }
 }
 

@@ -128,6 +128,9 @@ pub struct Admission {
     pub plan: Option<RacePlan>,
     /// When it arrived.
     pub started_ms: f64,
+    /// A background refresh of a stale entry (RFC 5861), not a client's
+    /// request: nobody waits on its answer.
+    pub refresh: bool,
 }
 
 impl Admission {

@@ -191,6 +191,7 @@ pub(super) fn log_line(
         hedge_skip: state.no_hedge.map(|reason| reason.as_str()),
         legs: leg_lines(params, state, now_ms),
         version: std::rc::Rc::clone(version),
+        refresh: false,
         error_lines_left_out: 0,
     }
 }

@@ -32,7 +32,7 @@ use crate::estimation::delay_plan::RouteDelay;
 use crate::observe::error_events::{Billed, ErrorEvents};
 use crate::observe::exposition::Format;
 use crate::observe::metrics::MetricCounts;
-use crate::observe::request_log::LogLevel;
+use crate::observe::request_log::{LogLevel, RequestLine};
 use crate::observe::route_labels::RouteLabels;
 use crate::pop::client::origin_rates;
 use crate::pop::probes::STALE_AFTER_PROBES;
@@ -41,7 +41,7 @@ use crate::race::{Hedger, Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState};
 use crate::request::coalesce::{Coalescer, FlightId, FlightState, Role};
 use crate::request::eligibility::{eligibility, Eligibility};
 use crate::request::held_bodies::HeldBodies;
-use crate::request::outbound::upstream_url;
+use crate::request::outbound::{upstream_url, TraceContext};
 use crate::request::route_key::route_key;
 
 /// Most background refreshes one isolate runs at once.
@@ -134,7 +134,8 @@ pub struct RecentError {
     pub at_ms: f64,
     /// Its route key.
     pub route: String,
-    /// The status the client got (`None`: the Worker's own 502/504).
+    /// The status the client got, or a refresh would have (`None`: the
+    /// Worker's own 502/504).
     pub status: Option<u16>,
     /// What happened, in words.
     pub what: &'static str,
@@ -274,6 +275,7 @@ impl Isolate {
             strip_authorization: admit::carries_operator_token(head, &p.stats),
             plan: None,
             started_ms: now_ms,
+            refresh: false,
         };
         // Nothing to look up or read first: planned now, one call less.
         if role == Role::Alone && !look_up_cache && body_plan == BodyPlan::Empty {
@@ -389,11 +391,13 @@ impl Isolate {
         };
         let rescue = answer.stale_if_error && origin_failed;
         // Computed once: the stats' counters and the metrics both take it.
-        let summary = state.summary(client_error && !rescue, now_ms);
+        // A refresh's failure reached no client (it had the stale copy), but
+        // it is the origin's, and shows among the recent errors.
+        let summary = state.summary(client_error && !rescue && !admission.refresh, now_ms);
         self.hedger.record_outcome(state, &summary);
         let total_ms = now_ms - admission.started_ms;
-        if summary.error {
-            self.note_error(state, answer.status, now_ms);
+        if summary.error || (admission.refresh && client_error) {
+            self.note_error(state, answer.status, admission.refresh, now_ms);
         }
         (self.metrics).record(&self.origin_names, state, &summary, total_ms, now_ms);
         let status = answer.status.filter(|_| won);
@@ -408,22 +412,26 @@ impl Isolate {
             _ => None,
         };
         let x_hedge = complete::x_hedge(state, rescue);
-        let log = (self.params.log_level != LogLevel::Off || answer.analytics).then(|| {
-            let request = (&*admission.request_id, &admission.trace, &*admission.method);
-            complete::log_line(
-                &self.params,
-                state,
-                request,
-                x_hedge,
-                total_ms,
-                &self.version,
-                now_ms,
-            )
-        });
-        let push = self
-            .hedger
-            .pop
-            .push_due(now_ms)
+        let log = (self.params.log_level != LogLevel::Off || answer.analytics)
+            .then(|| {
+                let request = (&*admission.request_id, &admission.trace, &*admission.method);
+                complete::log_line(
+                    &self.params,
+                    state,
+                    request,
+                    x_hedge,
+                    total_ms,
+                    &self.version,
+                    now_ms,
+                )
+            })
+            .map(|line| RequestLine {
+                refresh: admission.refresh,
+                ..line
+            });
+        // A refresh runs where no push can go out (after its client's
+        // response, in the background): the next request's completion takes it.
+        let push = (!admission.refresh && self.hedger.pop.push_due(now_ms))
             .then(|| self.take_push(now_ms));
         Completion {
             timeout_ms: state.plan.timeout_ms,
@@ -521,8 +529,9 @@ impl Isolate {
             .collect()
     }
 
-    fn note_error(&mut self, state: &RaceState, status: Option<u16>, now_ms: f64) {
+    fn note_error(&mut self, state: &RaceState, status: Option<u16>, refresh: bool, now_ms: f64) {
         let what = match state.end {
+            _ if refresh => "a background refresh failed; the stale copy stays",
             Some(RaceEnd::Won(_)) => "the origin answered 5xx",
             Some(RaceEnd::PrimaryFailed) => "the primary failed; its answer was passed on",
             Some(RaceEnd::BothFailed { answered: Some(_) }) => {
@@ -572,26 +581,51 @@ impl Isolate {
         !self.invalidations.since(url, requested_ms)
     }
 
-    /// Claims the background refresh of cache key `key` and plans its
-    /// fetch at `now_ms`; `None` when one is already running (a stale entry
-    /// is refreshed once, however many requests it serves meanwhile) or too
-    /// many are.
+    /// Claims the background refresh of cache key `key`, served stale to
+    /// `client`'s request, and admits it at `now_ms` as a request of its own
+    /// (a new id and a new unsampled trace, each from `new_id`), planned: a GET of the same
+    /// path on the same route, ended by [`Isolate::complete`] like any race.
+    /// `None` when one is already running (a stale entry is refreshed once,
+    /// however many requests it serves meanwhile) or too many are.
     pub fn begin_refresh(
         &mut self,
         key: &str,
-        admission: &Admission,
+        client: &Admission,
+        new_id: &dyn Fn() -> String,
         now_ms: f64,
-    ) -> Option<RacePlan> {
+    ) -> Option<Admission> {
         if self.refreshes.len() >= MAX_REFRESHES || self.refreshes.contains(key) {
             return None;
         }
         self.refreshes.insert(key.to_string());
-        Some((self.hedger).plan_for(
-            admission.eligibility,
-            &admission.route,
+        let plan = (self.hedger).plan_for(
+            client.eligibility,
+            &client.route,
             now_ms,
-            admission.route_policy,
-        ))
+            client.route_policy,
+        );
+        Some(Admission {
+            request_id: new_id(),
+            trace: TraceContext {
+                trace_id: new_id(),
+                flags: "00".to_string(),
+            },
+            method: "GET".to_string(),
+            path: client.path.clone(),
+            query: client.query.clone(),
+            route: client.route.clone(),
+            route_policy: client.route_policy,
+            eligibility: client.eligibility,
+            cache: client.cache,
+            role: Role::Alone,
+            look_up_cache: false,
+            body: BodyPlan::Empty,
+            declared_length: None,
+            strip_authorization: client.strip_authorization,
+            plan: Some(plan),
+            started_ms: now_ms,
+            refresh: true,
+        })
     }
 
     /// The background refresh of `key` is over.

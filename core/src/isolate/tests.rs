@@ -180,3 +180,58 @@ fn identical_misses_coalesce_only_once_the_route_answered_storably() {
     assert_eq!(uncacheable.role, Role::Alone);
     assert!(!uncacheable.look_up_cache);
 }
+
+#[test]
+fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
+    let mut iso = isolate(&[("HEDGE_LOG_LEVEL", "info")]);
+    let url = "https://e/page/1";
+    let client = proxy(iso.admit(&head(url, "GET", &no_headers), 0.0));
+    let ids = std::cell::Cell::new(100u32);
+    let new_id = || {
+        ids.set(ids.get() + 1);
+        format!("{:032x}", ids.get())
+    };
+    let mut refresh = iso
+        .begin_refresh(url, &client, &new_id, 10.0)
+        .expect("the first refresh of a key is claimed");
+    assert!(
+        iso.begin_refresh(url, &client, &new_id, 10.0).is_none(),
+        "one refresh per key at a time"
+    );
+    assert!(refresh.refresh && refresh.method == "GET" && refresh.route == client.route);
+    assert_ne!(refresh.request_id, client.request_id, "its own id");
+    assert_eq!(refresh.trace.flags, "00");
+    let plan = refresh.plan.take().expect("planned when claimed");
+    let (mut race, _) = iso.start(plan, 10.0);
+    let failed = RaceEvent::Answered(Leg::Primary, Ok(503));
+    iso.handle(&mut race, failed, 30.0, &mut NoIo);
+    let header = |name: &str| (name == "cache-control").then(|| "max-age=60".to_string());
+    let answer = Answer {
+        status: Some(503),
+        header: &header,
+        stale_if_error: false,
+        analytics: false,
+    };
+    let done = iso.complete(&refresh, &race, &answer, url, 40.0);
+    iso.end_refresh(url);
+    assert!(done.store.is_none(), "a 5xx is never stored");
+    assert!(done.push.is_none(), "a refresh sends no push");
+    let line = done.log.expect("logged at info");
+    assert!(line.refresh);
+    assert!(line.to_json().contains("\"refresh\":true"));
+    let stats = iso.stats(0.0, 50.0);
+    let route = &stats["routes"][0];
+    assert_eq!(route["route"], client.route.as_str());
+    assert_eq!(route["requests"], 1, "counted like any race: {stats}");
+    assert_eq!(route["errors"], 0, "no client saw the failure");
+    let error = &stats["recent_errors"][0];
+    assert_eq!(error["status"], 503);
+    assert_eq!(
+        error["what"],
+        "a background refresh failed; the stale copy stays"
+    );
+    assert!(
+        iso.begin_refresh(url, &client, &new_id, 60.0).is_some(),
+        "claimable again once over"
+    );
+}

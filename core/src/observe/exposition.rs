@@ -172,7 +172,7 @@ pub fn write_counts(x: &mut Exposition, counts: &MetricCounts) {
     x.family(
         "hedgehog_requests",
         Kind::Counter,
-        "Requests that ran a race (proxied, not served from the cache), by route.",
+        "Requests that ran a race (proxied, or a background refresh; not served from the cache), by route.",
     );
     for (route, r) in &counts.routes {
         x.sample(

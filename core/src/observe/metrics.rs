@@ -105,7 +105,8 @@ impl Histogram {
 /// One route's requests.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RouteMetrics {
-    /// Requests that ran a race (proxied, not served from the cache).
+    /// Requests that ran a race (proxied, or a background refresh; not served
+    /// from the cache).
     pub requests: u64,
     /// Of those, answered with a 5xx or without an origin answer.
     pub client_errors: u64,

@@ -111,6 +111,10 @@ pub struct RequestLine {
     pub hedge_skip: Option<&'static str>,
     /// Each leg that ran.
     pub legs: Vec<LegLine>,
+    /// A background refresh of a stale entry, not a client's request (left
+    /// out when false).
+    #[serde(skip_serializing_if = "is_false")]
+    pub refresh: bool,
     /// The Worker version that served it (the deployment's version id;
     /// empty, and left out, when the runtime gives none).
     #[serde(skip_serializing_if = "no_version", serialize_with = "version_text")]
@@ -119,6 +123,10 @@ pub struct RequestLine {
     /// it wrote ([`super::error_events`]); left out when none were.
     #[serde(skip_serializing_if = "is_zero")]
     pub error_lines_left_out: u64,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -185,10 +193,15 @@ mod tests {
             hedge_skip: None,
             legs: vec![],
             version: "".into(),
+            refresh: false,
             error_lines_left_out: 0,
         };
         let text = line.to_json();
         assert!(!text.contains('\n'));
+        assert!(
+            !text.contains("refresh"),
+            "a client's request says nothing of refreshes"
+        );
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["answered_by"], "hedge");
         assert_eq!(v["hedge_delay_ms"], 8.0);
