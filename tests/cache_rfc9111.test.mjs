@@ -309,6 +309,34 @@ test("a failed background refresh shows among the recent errors, not as a client
   assert.equal((await get(w, "/swr-failed")).body, "copy 1");
 });
 
+test("a refresh asks about the stored entry, never the client's own conditional question", async () => {
+  const modified = "Fri, 15 Jan 2027 08:00:00 GMT";
+  const a = await origin("a", (req) =>
+    // An origin honours If-None-Match first: were the client's tag sent, this
+    // 304 would refresh an entry it says nothing about.
+    req.headers["if-none-match"]
+      ? { status: 304, headers: { "cache-control": "max-age=60" }, body: "" }
+      : { headers: { "cache-control": "max-age=1, stale-while-revalidate=30", "last-modified": modified }, body: `copy ${req.headers["if-modified-since"] ? 2 : 1}` },
+  );
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
+  // Over a raw connection: fetch() adds no-cache to a conditional request.
+  await rawRequest(w.url, { path: "/swr-cond" });
+  await stored(w, "/swr-cond", { base: w.url });
+  await sleep(2_100);
+  const stale = await rawRequest(w.url, { path: "/swr-cond", headers: { "if-none-match": '"client-tag"' } });
+  assert.equal(stale.headers["x-hedge"], "stale");
+  assert.equal(stale.body.toString(), "copy 1");
+  await a.waitFor("finish", (r) => r.index === 1, 5_000);
+  const refresh = a.requests[1].headers;
+  assert.equal(refresh["if-none-match"], undefined, "the client's tag went to the origin");
+  assert.equal(refresh["if-modified-since"], modified, "the entry's validator");
+  const deadline = Date.now() + 5_000;
+  while ((await rawRequest(w.url, { path: "/swr-cond" })).body.toString() !== "copy 2") {
+    assert.ok(Date.now() < deadline, "the refreshed copy never replaced the stale one");
+    await sleep(50);
+  }
+});
+
 test("no request can read or write the Worker's own variant keys", async () => {
   const a = await origin("a", (req) => ({
     headers: { "cache-control": "public, max-age=60", vary: "accept-language" },

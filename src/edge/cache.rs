@@ -26,14 +26,12 @@ use futures::future::LocalBoxFuture;
 use futures::stream::{self, StreamExt};
 use worker::js_sys::Uint8Array;
 
-use super::clock::{now_ms, random_hex};
+use super::clock::random_hex;
 use super::connections::Connections;
-use super::isolate::Shared;
 use super::reply::{drop_hop_by_hop, null_body_status};
 use super::request_body::HeldClaim;
 use hedgehog_core::cache::conditional::{updated_by_304, NOT_MODIFIED_OMITS};
 use hedgehog_core::cache::freshness::StoredMeta;
-use hedgehog_core::cache::invalidation::same_origin_target;
 use hedgehog_core::cache::policy::{
     variant_key, vary_rule, EntryMeta, VaryRule, GENERATION_HEADER, HIDDEN_FROM_RUNTIME,
     INTERNAL_HEADER_PREFIX, META_HEADER, VARY_MARKER_HEADER,
@@ -173,31 +171,12 @@ pub(crate) async fn delete(url: &str, connections: &Rc<Connections>) {
     }
 }
 
-/// A successful write to `url` (RFC 9111 section 4.4): the stored entries
-/// for it and for the same-origin `Location` / `Content-Location` it names
-/// are deleted before the client hears back, so its next read cannot get the
-/// old copy; fetches begun before the write will not store theirs.
-pub(crate) async fn invalidate(
-    isolate: &Shared,
-    url: &str,
-    response: &web_sys::Response,
-    connections: &Rc<Connections>,
-) -> worker::Result<()> {
-    let mut targets = vec![url.to_string()];
-    for name in ["location", "content-location"] {
-        if let Some(target) = response
-            .headers()
-            .get(name)?
-            .and_then(|value| same_origin_target(url, &value))
-        {
-            if !targets.contains(&target) {
-                targets.push(target);
-            }
-        }
-    }
-    isolate.borrow_mut().invalidate(&targets, now_ms());
-    futures::future::join_all(targets.iter().map(|t| delete(t, connections))).await;
-    Ok(())
+/// Deletes the stored entries of `urls` (a successful write's targets, the
+/// core's [`Completion::invalidate`]) together, before the client hears back.
+///
+/// [`Completion::invalidate`]: hedgehog_core::isolate::Completion
+pub(crate) async fn delete_all(urls: &[String], connections: &Rc<Connections>) {
+    futures::future::join_all(urls.iter().map(|url| delete(url, connections))).await;
 }
 
 /// The origin's headers of `response` as the client sees them: hop-by-hop

@@ -16,8 +16,7 @@ use super::request_body::ClientBodyFault;
 use hedgehog_core::isolate::Admission;
 use hedgehog_core::race::Leg;
 use hedgehog_core::request::outbound::{
-    connection_tokens, is_dropped_request_header, traceparent, TraceContext, HEDGE_ATTEMPT_HEADER,
-    REQUEST_ID_HEADER,
+    connection_tokens, traceparent, TraceContext, HEDGE_ATTEMPT_HEADER, REQUEST_ID_HEADER,
 };
 
 /// The request body as the legs can use it.
@@ -61,13 +60,10 @@ pub(crate) fn outbound_headers(
         // Header iteration yields lower-case names.
         if let Some(name) = name?
             .as_string()
-            .filter(|n| is_dropped_request_header(n, &tokens))
+            .filter(|n| admission.drops_header(n, &tokens))
         {
             dropped.push(name);
         }
-    }
-    if admission.strip_authorization {
-        dropped.push("authorization".to_string());
     }
     for name in dropped {
         headers.delete(&name)?;

@@ -294,9 +294,7 @@ async fn finish(
     };
     let done =
         (isolate.borrow_mut()).complete(admission, &report.state, &answer, client.url, now_ms());
-    if let (true, Some(response)) = (done.invalidate, kept) {
-        cache::invalidate(isolate, client.url, response, client.connections).await?;
-    }
+    cache::delete_all(&done.invalidate, client.connections).await;
     if let (Some((meta, keep_secs)), Some(response)) = (done.store, kept) {
         let target = cache::StoreTarget {
             url: client.url,

@@ -17,7 +17,6 @@ use super::connections::{Connections, Slot};
 use super::isolate::Shared;
 use super::leg::{self, OutboundBody, OutboundRequest};
 use hedgehog_core::race::{Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState, INVALID_STATUS};
-use hedgehog_core::request::outbound::upstream_url;
 
 /// Where a race's legs go: the client's path and query on each origin.
 #[derive(Debug)]
@@ -172,11 +171,7 @@ pub(crate) async fn run(
     // The race starts as the primary goes out; the configuration comes along
     // (shared, not copied): a URL is built only for a leg that goes out.
     let (mut state, params) = isolate.borrow_mut().start(plan, now_ms());
-    let url = |origin: usize| {
-        params.origins.get(origin).map_or_else(String::new, |o| {
-            upstream_url(&o.base_url, target.path, target.query)
-        })
-    };
+    let url = |origin: usize| params.origin_url(origin, target.path, target.query);
     // One controller per leg, so aborting the loser leaves the winner alone.
     let primary = match LegIo::send(&url(state.plan.primary), outbound, Leg::Primary, slot) {
         Ok(primary) => primary,

@@ -34,6 +34,20 @@ pub fn invalidates(method: &str, status: u16) -> bool {
     is_unsafe(method) && (200..400).contains(&status)
 }
 
+/// The URLs a successful write to `url` invalidates (RFC 9111 section 4.4):
+/// `url` itself and the same-origin `Location` and `Content-Location` its
+/// answer names (`header` reads the answer's, by lowercase name), each once.
+pub fn targets(url: &str, header: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut targets = vec![url.to_string()];
+    for name in ["location", "content-location"] {
+        let target = header(name).and_then(|value| same_origin_target(url, &value));
+        if let Some(target) = target.filter(|t| !targets.contains(t)) {
+            targets.push(target);
+        }
+    }
+    targets
+}
+
 /// `scheme://authority` of an absolute http(s) URL.
 fn origin_of(url: &str) -> Option<&str> {
     let (scheme, rest) = url.split_once("://")?;
@@ -124,6 +138,24 @@ impl Invalidations {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_invalidates_its_url_and_the_same_origin_locations_it_names_once() {
+        let header = |name: &str| match name {
+            "location" => Some("/doc/new".to_string()),
+            "content-location" => Some("http://other.test/doc".to_string()),
+            _ => None,
+        };
+        assert_eq!(
+            targets("https://e.test/doc?x=1", &header),
+            ["https://e.test/doc?x=1", "https://e.test/doc/new"]
+        );
+        let itself = |name: &str| (name == "location").then(|| "/doc".to_string());
+        assert_eq!(
+            targets("https://e.test/doc", &itself),
+            ["https://e.test/doc"]
+        );
+    }
 
     #[test]
     fn only_non_error_answers_to_unsafe_methods_invalidate() {

@@ -34,6 +34,7 @@ use crate::pop::client::PopClientParams;
 pub use crate::pop::probes::ProbeParams;
 use crate::request::coalesce::CoalesceParams;
 use crate::request::eligibility::EligibilityParams;
+use crate::request::outbound::upstream_url;
 use crate::request::route_key::RouteKeyParams;
 pub use keys::{replacement, Key, Range, KEYS, REMOVED, TUNING};
 
@@ -97,6 +98,14 @@ pub struct Params {
 }
 
 impl Params {
+    /// Where a leg to origin `origin` goes for the client's `path` and
+    /// `query`: the one rule for a race's legs and a WebSocket's upgrade
+    /// (empty for an origin that is not configured).
+    pub fn origin_url(&self, origin: usize, path: &str, query: Option<&str>) -> String {
+        (self.origins.get(origin))
+            .map_or_else(String::new, |o| upstream_url(&o.base_url, path, query))
+    }
+
     /// The route labels an operator configured (route policy names): they
     /// always keep their label.
     pub fn configured_route_labels(&self) -> Vec<String> {

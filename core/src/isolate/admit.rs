@@ -3,6 +3,7 @@
 //! and for the proxy its route, eligibility, cache use, coalescing role, how
 //! its body is handled and, when nothing has to be looked up first, its plan.
 
+use crate::cache::conditional::CONDITIONAL_REQUEST_HEADERS;
 use crate::cache::directives::Directives;
 use crate::cache::policy::{is_reserved_host, request_cacheable, url_host, CacheRequestFacts};
 use crate::config::{OperatorPage, StatsParams};
@@ -12,7 +13,8 @@ use crate::request::eligibility::{
     Eligibility, NotHedgeableReason, RequestFacts, METHOD_OVERRIDE_HEADERS,
 };
 use crate::request::outbound::{
-    parse_traceparent, path_and_query, valid_request_id, TraceContext, REQUEST_ID_HEADER,
+    is_dropped_request_header, parse_traceparent, path_and_query, valid_request_id, TraceContext,
+    REQUEST_ID_HEADER,
 };
 
 /// The request as the Worker received it. Headers are read through
@@ -134,6 +136,19 @@ pub struct Admission {
 }
 
 impl Admission {
+    /// Whether the client's request header `name` (lower case) stays out of
+    /// this request's legs: what no leg carries
+    /// ([`is_dropped_request_header`]), an `Authorization` carrying an
+    /// operator token, and, on a refresh, the client's own conditionals: a
+    /// refresh asks about the stored entry (its validators go instead), and
+    /// a `304` to the client's question would refresh an entry it says
+    /// nothing about.
+    pub fn drops_header(&self, name: &str, connection_tokens: &[String]) -> bool {
+        is_dropped_request_header(name, connection_tokens)
+            || (self.strip_authorization && name == "authorization")
+            || (self.refresh && CONDITIONAL_REQUEST_HEADERS.contains(&name))
+    }
+
     /// The body outgrew a cap: it goes once, streamed, and is not hedged.
     pub fn not_hedgeable(&mut self, reason: NotHedgeableReason) {
         self.eligibility = Eligibility::NotHedgeable(reason);

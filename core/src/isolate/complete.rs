@@ -36,8 +36,10 @@ pub struct Completion {
     pub rescue: bool,
     /// Store the answer with this freshness, kept this many seconds.
     pub store: Option<(StoredMeta, u64)>,
-    /// A successful write: the stored entries it names are invalidated.
-    pub invalidate: bool,
+    /// A successful write: the URLs whose stored entries it invalidated
+    /// (the isolate has recorded it; the cache deletes them before the
+    /// client hears back). Empty otherwise.
+    pub invalidate: Vec<String>,
     /// The `x-hedge` value: `none`, `primary`, `hedge`, `failed`, `stale`.
     pub x_hedge: &'static str,
     /// The `Server-Timing` value.

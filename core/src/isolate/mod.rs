@@ -25,7 +25,7 @@ pub use admit::{Admission, Admit, BodyPlan, RequestHead};
 pub use complete::{leg_lines, public_leg, Answer, Completion};
 
 use crate::cache::freshness::{StoredMeta, Verdict};
-use crate::cache::invalidation::{invalidates, Invalidations};
+use crate::cache::invalidation::{self, invalidates, Invalidations};
 use crate::cache::policy::{response_freshness, CacheRoutes};
 use crate::config::{route_policy, Params};
 use crate::estimation::delay_plan::RouteDelay;
@@ -41,7 +41,7 @@ use crate::race::{Hedger, Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState};
 use crate::request::coalesce::{Coalescer, FlightId, FlightState, Role};
 use crate::request::eligibility::{eligibility, Eligibility};
 use crate::request::held_bodies::HeldBodies;
-use crate::request::outbound::{upstream_url, TraceContext};
+use crate::request::outbound::TraceContext;
 use crate::request::route_key::route_key;
 
 /// Most background refreshes one isolate runs at once.
@@ -211,9 +211,7 @@ impl Isolate {
         if admit::is_websocket(head) {
             // Its own route's origins, never the previous request's.
             let origin = (self.hedger).choose_primary_for(policy.map(|(i, _)| i), now_ms);
-            let url = p.origins.get(origin).map_or_else(String::new, |o| {
-                upstream_url(&o.base_url, target.path, target.query)
-            });
+            let url = p.origin_url(origin, target.path, target.query);
             return Admit::WebSocket {
                 request_id,
                 url,
@@ -401,7 +399,14 @@ impl Isolate {
         }
         (self.metrics).record(&self.origin_names, state, &summary, total_ms, now_ms);
         let status = answer.status.filter(|_| won);
-        let invalidate = status.is_some_and(|s| invalidates(&admission.method, s));
+        let invalidate = match status {
+            Some(s) if invalidates(&admission.method, s) => {
+                let targets = invalidation::targets(url, answer.header);
+                self.invalidate(&targets, now_ms);
+                targets
+            }
+            _ => Vec::new(),
+        };
         let store = match (admission.cache.is_some() && !rescue, status) {
             (true, Some(s)) => {
                 let fresh = response_freshness(s, answer.header, admission.started_ms, now_ms)
@@ -568,7 +573,7 @@ impl Isolate {
     /// A write to each of `urls` succeeded at `now_ms`: a fetch begun before
     /// it may not store its answer, and a coalesced flight for it takes no
     /// new waiters (they would get the answer from before the write).
-    pub fn invalidate(&mut self, urls: &[String], now_ms: f64) {
+    fn invalidate(&mut self, urls: &[String], now_ms: f64) {
         for url in urls {
             self.invalidations.record(url, now_ms);
             self.coalescer.forget(url);

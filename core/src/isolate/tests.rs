@@ -74,7 +74,7 @@ fn an_uncacheable_get_is_planned_at_admission_and_completes_in_five_calls() {
     };
     let done = iso.complete(&admission, &race, &answer, "https://e/api/x", 30.0);
     assert_eq!(done.x_hedge, "none");
-    assert!(done.store.is_none() && !done.rescue && !done.invalidate);
+    assert!(done.store.is_none() && !done.rescue && done.invalidate.is_empty());
     assert!(done.server_timing.starts_with("origin;dur=30.0;desc=\""));
     assert!(done.server_timing.ends_with("total;dur=30.0"));
 }
@@ -201,6 +201,15 @@ fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
     assert!(refresh.refresh && refresh.method == "GET" && refresh.route == client.route);
     assert_ne!(refresh.request_id, client.request_id, "its own id");
     assert_eq!(refresh.trace.flags, "00");
+    // It asks about the stored entry, not the client's own question.
+    for name in ["if-none-match", "if-modified-since", "if-match", "if-range"] {
+        assert!(refresh.drops_header(name, &[]), "{name}");
+        assert!(
+            !client.drops_header(name, &[]),
+            "{name}: the client's own request keeps it"
+        );
+    }
+    assert!(!refresh.drops_header("accept", &[]) && refresh.drops_header("connection", &[]));
     let plan = refresh.plan.take().expect("planned when claimed");
     let (mut race, _) = iso.start(plan, 10.0);
     let failed = RaceEvent::Answered(Leg::Primary, Ok(503));
