@@ -2,11 +2,13 @@
 //! told (`x-hedge`, `Server-Timing`), whether a stale copy stands in for a
 //! failure, what the cache keeps, and the request's log line.
 
+use super::{Admission, Isolate, RecentError, RECENT_ERRORS};
 use crate::cache::freshness::StoredMeta;
+use crate::cache::invalidation::{self, invalidates};
+use crate::cache::policy::response_freshness;
 use crate::config::Params;
-use crate::observe::request_log::{LegLine, RequestLine};
+use crate::observe::request_log::{LegLine, LogLevel, RequestLine};
 use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
-use crate::request::outbound::TraceContext;
 
 /// The answer a race ended with, as the Worker sees it.
 pub struct Answer<'a> {
@@ -167,19 +169,18 @@ pub fn leg_lines(params: &Params, state: &RaceState, now_ms: f64) -> Vec<LegLine
 pub(super) fn log_line(
     params: &Params,
     state: &RaceState,
-    request: (&str, &TraceContext, &str),
+    admission: &Admission,
     answered_by: &'static str,
     total_ms: f64,
     version: &std::rc::Rc<str>,
     now_ms: f64,
 ) -> RequestLine {
-    let (request_id, trace, method) = request;
     let plan = &state.plan;
     RequestLine {
         level: "info",
-        request_id: request_id.to_string(),
-        trace_id: trace.trace_id.clone(),
-        method: method.to_string(),
+        request_id: admission.request_id.clone(),
+        trace_id: admission.trace.trace_id.clone(),
+        method: admission.method.clone(),
         route: plan.route.clone(),
         status: 0,
         answered_by: answered_by.to_string(),
@@ -193,7 +194,128 @@ pub(super) fn log_line(
         hedge_skip: state.no_hedge.map(|reason| reason.as_str()),
         legs: leg_lines(params, state, now_ms),
         version: std::rc::Rc::clone(version),
-        refresh: false,
+        refresh: admission.refresh,
         error_lines_left_out: 0,
+    }
+}
+
+impl Isolate {
+    /// What follows the admitted request's race (not for a client that
+    /// left), at `now_ms`, for `url`.
+    pub fn complete(
+        &mut self,
+        admission: &Admission,
+        state: &RaceState,
+        answer: &Answer<'_>,
+        url: &str,
+        now_ms: f64,
+    ) -> Completion {
+        let won = matches!(state.end, Some(RaceEnd::Won(_)));
+        let (client_error, origin_failed) = match (won, answer.status) {
+            // RFC 5861: the errors a stale-if-error copy may stand in for.
+            (true, Some(s)) => (s >= 500, matches!(s, 500 | 502 | 503 | 504)),
+            _ => (true, true),
+        };
+        let rescue = answer.stale_if_error && origin_failed;
+        // Computed once: the stats' counters and the metrics both take it.
+        // A refresh's failure reached no client (it had the stale copy), but
+        // it is the origin's, and shows among the recent errors.
+        let summary = state.summary(client_error && !rescue && !admission.refresh, now_ms);
+        self.hedger.record_outcome(state, &summary);
+        let total_ms = now_ms - admission.started_ms;
+        if summary.error || (admission.refresh && client_error) {
+            self.note_error(state, answer.status, admission.refresh, now_ms);
+        }
+        (self.metrics).record(&self.origin_names, state, &summary, total_ms, now_ms);
+        let status = answer.status.filter(|_| won);
+        let (invalidate, store) =
+            self.cache_effects(admission, answer, status, rescue, url, now_ms);
+        let x_hedge = x_hedge(state, rescue);
+        let log = (self.params.log_level != LogLevel::Off || answer.analytics).then(|| {
+            let params = &self.params;
+            log_line(
+                params,
+                state,
+                admission,
+                x_hedge,
+                total_ms,
+                &self.version,
+                now_ms,
+            )
+        });
+        // A refresh runs where no push can go out (after its client's
+        // response, in the background): the next request's completion takes it.
+        let push = (!admission.refresh && self.hedger.pop.push_due(now_ms))
+            .then(|| self.take_push(now_ms));
+        Completion {
+            timeout_ms: state.plan.timeout_ms,
+            body_idle_timeout_ms: self.params.body_idle_timeout_ms,
+            rescue,
+            store,
+            invalidate,
+            x_hedge,
+            server_timing: server_timing(&self.params, state, admission.started_ms, now_ms),
+            log,
+            push,
+        }
+    }
+
+    /// What a race's answer (`status` when it won, `rescue` when a stale
+    /// copy stands in for it) does to the shared cache: the URLs a
+    /// successful write invalidates (recorded now), and the freshness it is
+    /// stored with.
+    fn cache_effects(
+        &mut self,
+        admission: &Admission,
+        answer: &Answer<'_>,
+        status: Option<u16>,
+        rescue: bool,
+        url: &str,
+        now_ms: f64,
+    ) -> (Vec<String>, Option<(StoredMeta, u64)>) {
+        let invalidate = match status {
+            Some(s) if invalidates(&admission.method, s) => {
+                let targets = invalidation::targets(url, answer.header);
+                self.invalidate(&targets, now_ms);
+                targets
+            }
+            _ => Vec::new(),
+        };
+        let store = match (admission.cache.is_some() && !rescue, status) {
+            (true, Some(s)) => {
+                let fresh = response_freshness(s, answer.header, admission.started_ms, now_ms)
+                    .filter(|_| self.may_store(url, admission.started_ms));
+                self.learn_storable(&admission.route, fresh.is_some());
+                fresh
+            }
+            _ => None,
+        };
+        (invalidate, store)
+    }
+
+    fn note_error(&mut self, state: &RaceState, status: Option<u16>, refresh: bool, now_ms: f64) {
+        let what = match state.end {
+            _ if refresh => "a background refresh failed; the stale copy stays",
+            Some(RaceEnd::Won(_)) => "the origin answered 5xx",
+            Some(RaceEnd::PrimaryFailed) => "the primary failed; its answer was passed on",
+            Some(RaceEnd::BothFailed { answered: Some(_) }) => {
+                "every leg failed; an origin's answer was passed on"
+            }
+            Some(RaceEnd::BothFailed { answered: None }) => "no origin answered (502)",
+            Some(RaceEnd::TimedOut) => "no answer within HEDGE_TIMEOUT_MS (504)",
+            Some(RaceEnd::ClientGone) | None => "the client went away",
+        };
+        let leg = answered_leg(state).unwrap_or(Leg::Primary);
+        let origin = (self.origin_names.get(state.leg(leg).origin)).cloned();
+        if self.recent_errors.len() >= RECENT_ERRORS {
+            self.recent_errors.pop_front();
+        }
+        self.recent_errors.push_back(RecentError {
+            at_ms: now_ms,
+            route: state.plan.route.clone(),
+            status,
+            what,
+            origin,
+        });
     }
 }

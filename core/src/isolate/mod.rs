@@ -11,11 +11,15 @@
 //! the log line, the PoP push). The Worker converts types and does the I/O.
 //!
 //! `admit.rs` holds the request rules, `complete.rs` what follows a race,
-//! `stats.rs` the stats page's view.
+//! `cache_use.rs` the isolate's part in the shared cache (entries, writes,
+//! refreshes, flights), `pop_push.rs` the PoP push, `stats.rs` the stats
+//! page's view.
 
 mod admit;
+mod cache_use;
 mod complete;
 mod metrics_view;
+mod pop_push;
 mod stats;
 
 use std::collections::{HashMap, HashSet};
@@ -24,24 +28,17 @@ use std::rc::Rc;
 pub use admit::{Admission, Admit, BodyPlan, RequestHead};
 pub use complete::{leg_lines, public_leg, Answer, Completion};
 
-use crate::cache::freshness::{StoredMeta, Verdict};
-use crate::cache::invalidation::{self, invalidates, Invalidations};
-use crate::cache::policy::{response_freshness, CacheRoutes};
+use crate::cache::invalidation::Invalidations;
+use crate::cache::policy::CacheRoutes;
 use crate::config::{route_policy, Params};
-use crate::estimation::delay_plan::RouteDelay;
 use crate::observe::error_events::{Billed, ErrorEvents};
 use crate::observe::exposition::Format;
 use crate::observe::metrics::MetricCounts;
-use crate::observe::request_log::{LogLevel, RequestLine};
 use crate::observe::route_labels::RouteLabels;
-use crate::pop::client::origin_rates;
-use crate::pop::probes::STALE_AFTER_PROBES;
-use crate::pop::push::{ErrorReport, PushReply, RouteDelayReport};
-use crate::race::{Hedger, Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState};
-use crate::request::coalesce::{Coalescer, FlightId, FlightState, Role};
+use crate::race::{Hedger, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState};
+use crate::request::coalesce::{Coalescer, Role};
 use crate::request::eligibility::{eligibility, Eligibility};
 use crate::request::held_bodies::HeldBodies;
-use crate::request::outbound::TraceContext;
 use crate::request::route_key::route_key;
 
 /// Most background refreshes one isolate runs at once.
@@ -324,29 +321,6 @@ impl Isolate {
         )
     }
 
-    /// What the stored entry with `freshness` may do for the admitted
-    /// request; an entry that may be served counts as a storable answer.
-    /// `None` for a request the cache may not answer.
-    pub fn judge_entry(
-        &mut self,
-        admission: &Admission,
-        freshness: &StoredMeta,
-    ) -> Option<EntryUse> {
-        let directives = admission.cache.as_ref()?;
-        // The request's arrival time: one clock read less on the hit path.
-        let (age_s, refresh) = match freshness.verdict(directives, admission.started_ms / 1000.0) {
-            Verdict::Fresh { age_s } => (age_s, false),
-            Verdict::StaleWhileRevalidate { age_s } => (age_s, true),
-            Verdict::Stale { serve_on_error, .. } => {
-                return Some(EntryUse::Stale {
-                    if_error: serve_on_error,
-                })
-            }
-        };
-        self.cache_routes.learn(&admission.route);
-        Some(EntryUse::Serve { age_s, refresh })
-    }
-
     /// The primary is sent at `now_ms`: the race begins. The configuration
     /// comes along (the driver builds each leg's URL from it).
     pub fn start(&mut self, plan: RacePlan, now_ms: f64) -> (RaceState, Rc<Params>) {
@@ -371,289 +345,6 @@ impl Isolate {
         self.hedger.handle(state, event, now_ms, io)
     }
 
-    /// What follows the admitted request's race (not for a client that
-    /// left), at `now_ms`, for `url`.
-    pub fn complete(
-        &mut self,
-        admission: &Admission,
-        state: &RaceState,
-        answer: &Answer<'_>,
-        url: &str,
-        now_ms: f64,
-    ) -> Completion {
-        let won = matches!(state.end, Some(RaceEnd::Won(_)));
-        let (client_error, origin_failed) = match (won, answer.status) {
-            // RFC 5861: the errors a stale-if-error copy may stand in for.
-            (true, Some(s)) => (s >= 500, matches!(s, 500 | 502 | 503 | 504)),
-            _ => (true, true),
-        };
-        let rescue = answer.stale_if_error && origin_failed;
-        // Computed once: the stats' counters and the metrics both take it.
-        // A refresh's failure reached no client (it had the stale copy), but
-        // it is the origin's, and shows among the recent errors.
-        let summary = state.summary(client_error && !rescue && !admission.refresh, now_ms);
-        self.hedger.record_outcome(state, &summary);
-        let total_ms = now_ms - admission.started_ms;
-        if summary.error || (admission.refresh && client_error) {
-            self.note_error(state, answer.status, admission.refresh, now_ms);
-        }
-        (self.metrics).record(&self.origin_names, state, &summary, total_ms, now_ms);
-        let status = answer.status.filter(|_| won);
-        let invalidate = match status {
-            Some(s) if invalidates(&admission.method, s) => {
-                let targets = invalidation::targets(url, answer.header);
-                self.invalidate(&targets, now_ms);
-                targets
-            }
-            _ => Vec::new(),
-        };
-        let store = match (admission.cache.is_some() && !rescue, status) {
-            (true, Some(s)) => {
-                let fresh = response_freshness(s, answer.header, admission.started_ms, now_ms)
-                    .filter(|_| self.may_store(url, admission.started_ms));
-                self.learn_storable(&admission.route, fresh.is_some());
-                fresh
-            }
-            _ => None,
-        };
-        let x_hedge = complete::x_hedge(state, rescue);
-        let log = (self.params.log_level != LogLevel::Off || answer.analytics)
-            .then(|| {
-                let request = (&*admission.request_id, &admission.trace, &*admission.method);
-                complete::log_line(
-                    &self.params,
-                    state,
-                    request,
-                    x_hedge,
-                    total_ms,
-                    &self.version,
-                    now_ms,
-                )
-            })
-            .map(|line| RequestLine {
-                refresh: admission.refresh,
-                ..line
-            });
-        // A refresh runs where no push can go out (after its client's
-        // response, in the background): the next request's completion takes it.
-        let push = (!admission.refresh && self.hedger.pop.push_due(now_ms))
-            .then(|| self.take_push(now_ms));
-        Completion {
-            timeout_ms: state.plan.timeout_ms,
-            body_idle_timeout_ms: self.params.body_idle_timeout_ms,
-            rescue,
-            store,
-            invalidate,
-            x_hedge,
-            server_timing: complete::server_timing(
-                &self.params,
-                state,
-                admission.started_ms,
-                now_ms,
-            ),
-            log,
-            push,
-        }
-    }
-
-    /// The push that is due: the PoP client's delta, the metrics' difference
-    /// since the last accepted push, each busy route's delay now and the
-    /// errors since the last accepted push.
-    fn take_push(&mut self, now_ms: f64) -> Vec<u8> {
-        let reports = self.route_delay_reports(now_ms);
-        let route_delays = self.delay_reports_to_push(reports, now_ms);
-        let quantile = self.params.delay.quantile;
-        let mut push = (self.hedger.pop).take_push(now_ms, quantile, &self.origin_names);
-        push.route_delays = route_delays;
-        push.worker_version = self.version.to_string();
-        let delta = self.metrics.minus(&self.metrics_pushed);
-        if !delta.is_empty() {
-            push.metrics = Some(delta);
-            self.metrics_in_flight = Some(self.metrics.clone());
-        }
-        let since = self.errors_pushed_ms;
-        push.errors = (self.recent_errors.iter())
-            .filter(|e| e.at_ms > since)
-            .map(|e| ErrorReport {
-                at_ms: e.at_ms,
-                route: e.route.clone(),
-                status: e.status,
-                what: e.what.to_string(),
-                origin: e.origin.clone(),
-            })
-            .collect();
-        self.errors_in_flight_ms = push.errors.last().map(|e| e.at_ms);
-        push.encode()
-    }
-
-    /// Each tracked (primary, route)'s delay now, for the PoP's dashboard.
-    fn route_delay_reports(&mut self, now_ms: f64) -> Vec<RouteDelayReport> {
-        let keys: Vec<(usize, String)> = (self.hedger.route_stats.keys())
-            .map(|(k, _)| k.clone())
-            .collect();
-        let mut reports = Vec::new();
-        for (origin, route) in keys {
-            let RouteDelay { choice, benefit } = self.hedger.route_delay(origin, &route, now_ms);
-            let (Some(choice), Some(name)) = (choice, self.origin_names.get(origin)) else {
-                continue;
-            };
-            reports.push(RouteDelayReport {
-                origin: name.clone(),
-                route,
-                delay_ms: choice.delay_ms,
-                basis: choice.basis.as_str().to_string(),
-                predicted_share: benefit.map(|b| b.hedge_share),
-                predicted_tail_ms: benefit.map(|b| b.tail_ms),
-                unhedged_tail_ms: benefit.map(|b| b.unhedged_tail_ms),
-            });
-        }
-        reports
-    }
-
-    /// Of `reports`, those that moved since they were last pushed (or were
-    /// pushed over [`DELAY_REPORT_REFRESH_MS`] ago).
-    fn delay_reports_to_push(
-        &mut self,
-        reports: Vec<RouteDelayReport>,
-        now_ms: f64,
-    ) -> Vec<RouteDelayReport> {
-        let pushed = &mut self.delays_pushed;
-        pushed.retain(|_, (_, _, at_ms)| now_ms - *at_ms < DELAY_REPORT_REFRESH_MS);
-        reports
-            .into_iter()
-            .filter(|r| {
-                let key = (r.origin.clone(), r.route.clone());
-                let unchanged = pushed.get(&key).is_some_and(|(ms, basis, _)| {
-                    *basis == r.basis && (r.delay_ms - ms).abs() <= DELAY_REPORT_CHANGE * ms
-                });
-                if !unchanged {
-                    pushed.insert(key, (r.delay_ms, r.basis.clone(), now_ms));
-                }
-                !unchanged
-            })
-            .collect()
-    }
-
-    fn note_error(&mut self, state: &RaceState, status: Option<u16>, refresh: bool, now_ms: f64) {
-        let what = match state.end {
-            _ if refresh => "a background refresh failed; the stale copy stays",
-            Some(RaceEnd::Won(_)) => "the origin answered 5xx",
-            Some(RaceEnd::PrimaryFailed) => "the primary failed; its answer was passed on",
-            Some(RaceEnd::BothFailed { answered: Some(_) }) => {
-                "every leg failed; an origin's answer was passed on"
-            }
-            Some(RaceEnd::BothFailed { answered: None }) => "no origin answered (502)",
-            Some(RaceEnd::TimedOut) => "no answer within HEDGE_TIMEOUT_MS (504)",
-            Some(RaceEnd::ClientGone) | None => "the client went away",
-        };
-        let leg = complete::answered_leg(state).unwrap_or(Leg::Primary);
-        let origin = (self.origin_names.get(state.leg(leg).origin)).cloned();
-        if self.recent_errors.len() >= RECENT_ERRORS {
-            self.recent_errors.pop_front();
-        }
-        self.recent_errors.push_back(RecentError {
-            at_ms: now_ms,
-            route: state.plan.route.clone(),
-            status,
-            what,
-            origin,
-        });
-    }
-
-    /// Whether a cacheable request on `route` was answered storably (a
-    /// store the cache then refused counts as not).
-    pub fn learn_storable(&mut self, route: &str, storable: bool) {
-        if storable {
-            self.cache_routes.learn(route);
-        } else {
-            self.cache_routes.learn_unstorable(route);
-        }
-    }
-
-    /// A write to each of `urls` succeeded at `now_ms`: a fetch begun before
-    /// it may not store its answer, and a coalesced flight for it takes no
-    /// new waiters (they would get the answer from before the write).
-    fn invalidate(&mut self, urls: &[String], now_ms: f64) {
-        for url in urls {
-            self.invalidations.record(url, now_ms);
-            self.coalescer.forget(url);
-        }
-    }
-
-    /// Whether an answer for `url` requested at `requested_ms` may be
-    /// stored: not when a write invalidated `url` since.
-    pub fn may_store(&self, url: &str, requested_ms: f64) -> bool {
-        !self.invalidations.since(url, requested_ms)
-    }
-
-    /// Claims the background refresh of cache key `key`, served stale to
-    /// `client`'s request, and admits it at `now_ms` as a request of its own
-    /// (a new id and a new unsampled trace, each from `new_id`), planned: a GET of the same
-    /// path on the same route, ended by [`Isolate::complete`] like any race.
-    /// `None` when one is already running (a stale entry is refreshed once,
-    /// however many requests it serves meanwhile) or too many are.
-    pub fn begin_refresh(
-        &mut self,
-        key: &str,
-        client: &Admission,
-        new_id: &dyn Fn() -> String,
-        now_ms: f64,
-    ) -> Option<Admission> {
-        if self.refreshes.len() >= MAX_REFRESHES || self.refreshes.contains(key) {
-            return None;
-        }
-        self.refreshes.insert(key.to_string());
-        let plan = (self.hedger).plan_for(
-            client.eligibility,
-            &client.route,
-            now_ms,
-            client.route_policy,
-        );
-        Some(Admission {
-            request_id: new_id(),
-            trace: TraceContext {
-                trace_id: new_id(),
-                flags: "00".to_string(),
-            },
-            method: "GET".to_string(),
-            path: client.path.clone(),
-            query: client.query.clone(),
-            route: client.route.clone(),
-            route_policy: client.route_policy,
-            eligibility: client.eligibility,
-            cache: client.cache,
-            role: Role::Alone,
-            look_up_cache: false,
-            body: BodyPlan::Empty,
-            declared_length: None,
-            strip_authorization: client.strip_authorization,
-            plan: Some(plan),
-            started_ms: now_ms,
-            refresh: true,
-        })
-    }
-
-    /// The background refresh of `key` is over.
-    pub fn end_refresh(&mut self, key: &str) {
-        self.refreshes.remove(key);
-    }
-
-    /// The leader of flight `id` for `key` stored its answer; waiters read it.
-    pub fn flight_stored(&mut self, key: &str, id: FlightId) {
-        self.coalescer.stored(key, id);
-    }
-
-    /// The leader of flight `id` is done without storing (no effect after
-    /// [`Isolate::flight_stored`]): waiters fetch for themselves.
-    pub fn flight_released(&mut self, key: &str, id: FlightId) {
-        self.coalescer.release(key, id);
-    }
-
-    /// How flight `id` for `key` stands at `now_ms`.
-    pub fn flight_state(&self, key: &str, id: FlightId, now_ms: f64) -> FlightState {
-        self.coalescer.state(key, id, now_ms)
-    }
-
     /// Claims `bytes` more of the isolate's held-body cap; `false` when full.
     pub fn hold_body_bytes(&mut self, bytes: u64) -> bool {
         self.held_bodies.try_hold(bytes)
@@ -662,33 +353,6 @@ impl Isolate {
     /// Gives back `bytes` of held body.
     pub fn release_body_bytes(&mut self, bytes: u64) {
         self.held_bodies.release(bytes);
-    }
-
-    /// The PoP aggregator answered a push of `bytes` bytes.
-    pub fn push_succeeded(&mut self, reply: &PushReply, bytes: usize, now_ms: f64) {
-        let names = &self.origin_names;
-        (self.hedger.pop).push_succeeded(reply, bytes, now_ms, names);
-        (self.hedger.gate).note_pop_rates(&origin_rates(reply, names), now_ms);
-        let verdicts: Vec<(usize, bool)> = (reply.probes.iter())
-            .filter_map(|v| Some((names.iter().position(|n| *n == v.origin)?, v.up)))
-            .collect();
-        let probes = &self.params.pop.probes;
-        let fresh_ms = STALE_AFTER_PROBES * probes.interval_ms + probes.timeout_ms;
-        (self.hedger.gate).note_probes(&verdicts, fresh_ms, now_ms);
-        if let Some(pushed) = self.metrics_in_flight.take() {
-            self.metrics_pushed = pushed;
-        }
-        if let Some(at_ms) = self.errors_in_flight_ms.take() {
-            self.errors_pushed_ms = at_ms;
-        }
-    }
-
-    /// A push failed; how many have failed in a row.
-    pub fn push_failed(&mut self, now_ms: f64) -> u32 {
-        self.hedger.pop.push_failed(now_ms);
-        self.metrics_in_flight = None;
-        self.errors_in_flight_ms = None;
-        self.hedger.pop.counts().failing_in_a_row
     }
 
     /// What the stats page shows at `now_ms`.

@@ -1,0 +1,127 @@
+//! The isolate's part in the shared cache: what a stored entry may do for a
+//! request, which routes store, what a write invalidates, the background
+//! refreshes it runs and the coalesced flights it leads.
+
+use super::{Admission, BodyPlan, EntryUse, Isolate, MAX_REFRESHES};
+use crate::cache::freshness::{StoredMeta, Verdict};
+use crate::request::coalesce::{FlightId, FlightState, Role};
+use crate::request::outbound::TraceContext;
+
+impl Isolate {
+    /// What the stored entry with `freshness` may do for the admitted
+    /// request; an entry that may be served counts as a storable answer.
+    /// `None` for a request the cache may not answer.
+    pub fn judge_entry(
+        &mut self,
+        admission: &Admission,
+        freshness: &StoredMeta,
+    ) -> Option<EntryUse> {
+        let directives = admission.cache.as_ref()?;
+        // The request's arrival time: one clock read less on the hit path.
+        let (age_s, refresh) = match freshness.verdict(directives, admission.started_ms / 1000.0) {
+            Verdict::Fresh { age_s } => (age_s, false),
+            Verdict::StaleWhileRevalidate { age_s } => (age_s, true),
+            Verdict::Stale { serve_on_error, .. } => {
+                return Some(EntryUse::Stale {
+                    if_error: serve_on_error,
+                })
+            }
+        };
+        self.cache_routes.learn(&admission.route);
+        Some(EntryUse::Serve { age_s, refresh })
+    }
+
+    /// Whether a cacheable request on `route` was answered storably (a
+    /// store the cache then refused counts as not).
+    pub fn learn_storable(&mut self, route: &str, storable: bool) {
+        if storable {
+            self.cache_routes.learn(route);
+        } else {
+            self.cache_routes.learn_unstorable(route);
+        }
+    }
+
+    /// A write to each of `urls` succeeded at `now_ms`: a fetch begun before
+    /// it may not store its answer, and a coalesced flight for it takes no
+    /// new waiters (they would get the answer from before the write).
+    pub(super) fn invalidate(&mut self, urls: &[String], now_ms: f64) {
+        for url in urls {
+            self.invalidations.record(url, now_ms);
+            self.coalescer.forget(url);
+        }
+    }
+
+    /// Whether an answer for `url` requested at `requested_ms` may be
+    /// stored: not when a write invalidated `url` since.
+    pub fn may_store(&self, url: &str, requested_ms: f64) -> bool {
+        !self.invalidations.since(url, requested_ms)
+    }
+
+    /// Claims the background refresh of cache key `key`, served stale to
+    /// `client`'s request, and admits it at `now_ms` as a request of its own
+    /// (a new id and a new unsampled trace, each from `new_id`), planned: a GET of the same
+    /// path on the same route, ended by [`Isolate::complete`] like any race.
+    /// `None` when one is already running (a stale entry is refreshed once,
+    /// however many requests it serves meanwhile) or too many are.
+    pub fn begin_refresh(
+        &mut self,
+        key: &str,
+        client: &Admission,
+        new_id: &dyn Fn() -> String,
+        now_ms: f64,
+    ) -> Option<Admission> {
+        if self.refreshes.len() >= MAX_REFRESHES || self.refreshes.contains(key) {
+            return None;
+        }
+        self.refreshes.insert(key.to_string());
+        let plan = (self.hedger).plan_for(
+            client.eligibility,
+            &client.route,
+            now_ms,
+            client.route_policy,
+        );
+        Some(Admission {
+            request_id: new_id(),
+            trace: TraceContext {
+                trace_id: new_id(),
+                flags: "00".to_string(),
+            },
+            method: "GET".to_string(),
+            path: client.path.clone(),
+            query: client.query.clone(),
+            route: client.route.clone(),
+            route_policy: client.route_policy,
+            eligibility: client.eligibility,
+            cache: client.cache,
+            role: Role::Alone,
+            look_up_cache: false,
+            body: BodyPlan::Empty,
+            declared_length: None,
+            strip_authorization: client.strip_authorization,
+            plan: Some(plan),
+            started_ms: now_ms,
+            refresh: true,
+        })
+    }
+
+    /// The background refresh of `key` is over.
+    pub fn end_refresh(&mut self, key: &str) {
+        self.refreshes.remove(key);
+    }
+
+    /// The leader of flight `id` for `key` stored its answer; waiters read it.
+    pub fn flight_stored(&mut self, key: &str, id: FlightId) {
+        self.coalescer.stored(key, id);
+    }
+
+    /// The leader of flight `id` is done without storing (no effect after
+    /// [`Isolate::flight_stored`]): waiters fetch for themselves.
+    pub fn flight_released(&mut self, key: &str, id: FlightId) {
+        self.coalescer.release(key, id);
+    }
+
+    /// How flight `id` for `key` stands at `now_ms`.
+    pub fn flight_state(&self, key: &str, id: FlightId, now_ms: f64) -> FlightState {
+        self.coalescer.state(key, id, now_ms)
+    }
+}
