@@ -311,17 +311,7 @@ pub(crate) fn store_task(
 ) -> Option<LocalBoxFuture<'static, ()>> {
     let cache = default_cache()?;
     let url = target.url;
-    let vary = response.headers().get("vary").ok().flatten();
-    let (key, marker) = match vary_rule(vary.as_deref()) {
-        VaryRule::Unstorable => return None,
-        VaryRule::None => (url.to_string(), None),
-        VaryRule::Headers(names) => {
-            let generation = target.generation.unwrap_or_else(|| random_hex(2));
-            let key = variant_key(url, &generation, &names, header_of(target.request_headers))?;
-            let marker = marker_response(&names.join(","), &generation, target.keep_secs).ok()?;
-            (key, Some(marker))
-        }
-    };
+    let (key, marker) = store_key(&target, response)?;
     let headers = response.headers();
     let expected_len = fixed_length(
         headers.get("content-length").ok().flatten().as_deref(),
@@ -384,6 +374,27 @@ pub(crate) fn store_task(
             Err(e) => console_warn!("hedgehog-edge: cache store failed: {e:?}"),
         }
     }))
+}
+
+/// Where `response` is stored for `target`'s request: its key and, for a
+/// varying response, the marker the plain key gets; `None` when its `Vary`
+/// makes no usable key.
+fn store_key(
+    target: &StoreTarget<'_>,
+    response: &web_sys::Response,
+) -> Option<(String, Option<web_sys::Response>)> {
+    let vary = response.headers().get("vary").ok().flatten();
+    match vary_rule(vary.as_deref()) {
+        VaryRule::Unstorable => None,
+        VaryRule::None => Some((target.url.to_string(), None)),
+        VaryRule::Headers(names) => {
+            let generation = (target.generation.clone()).unwrap_or_else(|| random_hex(2));
+            let request = header_of(target.request_headers);
+            let key = variant_key(target.url, &generation, &names, request)?;
+            let marker = marker_response(&names.join(","), &generation, target.keep_secs).ok()?;
+            Some((key, Some(marker)))
+        }
+    }
 }
 
 /// How the cache's copy of a body went, as far as the copy has been read,

@@ -71,22 +71,7 @@ pub(crate) async fn run(
         Some(plan) => plan,
         None => isolate.borrow_mut().plan(&admission),
     };
-    let mut outbound = OutboundRequest {
-        method: admission.method.clone(),
-        headers: leg::outbound_headers(client.headers, &admission)?,
-        body,
-        trace: admission.trace.clone(),
-        client_body: fault,
-    };
-    // A stale entry with a validator is revalidated: a 304 then refreshes it
-    // (unless the client's request is conditional itself: the origin then
-    // answers the client's own question).
-    let revalidating = match &miss.stale {
-        Some((entry, _)) if !conditional(client.headers) => {
-            entry.add_validators(&outbound.headers)?
-        }
-        _ => false,
-    };
+    let (mut outbound, revalidating) = outbound(client, &admission, body, fault, &miss)?;
     let target = Target {
         path: &admission.path,
         query: admission.query.as_deref(),
@@ -128,6 +113,33 @@ pub(crate) async fn run(
         return reply::client_gone(&request_id);
     }
     Box::pin(finish(client, env, ctx, isolate, &admission, report, miss)).await
+}
+
+/// The request the legs send, and whether it revalidates a stale entry.
+fn outbound(
+    client: Client<'_>,
+    admission: &Admission,
+    body: OutboundBody,
+    fault: ClientBodyFault,
+    miss: &Miss,
+) -> worker::Result<(OutboundRequest, bool)> {
+    let outbound = OutboundRequest {
+        method: admission.method.clone(),
+        headers: leg::outbound_headers(client.headers, admission)?,
+        body,
+        trace: admission.trace.clone(),
+        client_body: fault,
+    };
+    // A stale entry with a validator is revalidated: a 304 then refreshes it
+    // (unless the client's request is conditional itself: the origin then
+    // answers the client's own question).
+    let revalidating = match &miss.stale {
+        Some((entry, _)) if !conditional(client.headers) => {
+            entry.add_validators(&outbound.headers)?
+        }
+        _ => false,
+    };
+    Ok((outbound, revalidating))
 }
 
 /// The body the legs send; `Err` with the 400's message for a GET or HEAD

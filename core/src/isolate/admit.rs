@@ -262,6 +262,22 @@ pub(super) fn cache_directives(head: &RequestHead<'_>, has_body: bool) -> Option
     })
 }
 
+/// How a request's body (as read: `read`) is handled under `decision`: a
+/// hedgeable one that must be replayed is held, up to `max_body_bytes`.
+pub(super) fn body_plan(decision: Eligibility, read: BodyPlan, max_body_bytes: u64) -> BodyPlan {
+    match (decision, read) {
+        (
+            Eligibility::Hedgeable {
+                buffer_body: true, ..
+            },
+            BodyPlan::Stream,
+        ) => BodyPlan::Hold {
+            cap: max_body_bytes,
+        },
+        (_, plan) => plan,
+    }
+}
+
 /// The client's trace if it sent a valid one; else a new, unsampled trace.
 pub(super) fn trace(head: &RequestHead<'_>) -> TraceContext {
     parse_traceparent((head.header)("traceparent").as_deref()).unwrap_or_else(|| TraceContext {

@@ -37,7 +37,7 @@ use crate::observe::metrics::MetricCounts;
 use crate::observe::route_labels::RouteLabels;
 use crate::race::{Hedger, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState};
 use crate::request::coalesce::{Coalescer, Role};
-use crate::request::eligibility::{eligibility, Eligibility};
+use crate::request::eligibility::eligibility;
 use crate::request::held_bodies::HeldBodies;
 use crate::request::route_key::route_key;
 
@@ -208,10 +208,9 @@ impl Isolate {
         if admit::is_websocket(head) {
             // Its own route's origins, never the previous request's.
             let origin = (self.hedger).choose_primary_for(policy.map(|(i, _)| i), now_ms);
-            let url = p.origin_url(origin, target.path, target.query);
             return Admit::WebSocket {
                 request_id,
-                url,
+                url: p.origin_url(origin, target.path, target.query),
                 strip_authorization: admit::carries_operator_token(head, &p.stats),
             };
         }
@@ -241,17 +240,7 @@ impl Isolate {
             true => admit::cache_directives(head, body.has_body),
             false => None,
         };
-        let body_plan = match (decision, body.body) {
-            (
-                Eligibility::Hedgeable {
-                    buffer_body: true, ..
-                },
-                BodyPlan::Stream,
-            ) => BodyPlan::Hold {
-                cap: p.eligibility.max_body_bytes,
-            },
-            (_, plan) => plan,
-        };
+        let body_plan = admit::body_plan(decision, body.body, p.eligibility.max_body_bytes);
         let (role, look_up_cache) = self.arrive(head.url, &route, cache.is_some(), now_ms);
         let mut admission = Admission {
             request_id,
