@@ -1,21 +1,27 @@
 //! The event loop: arrivals, legs at origins, hedge timers and deadlines on
 //! one virtual clock, every decision made by each isolate's [`Hedger`].
 
+mod event_loop;
+mod intents;
+mod pop;
+mod serving;
+
 use std::cmp::Ordering;
+
+use intents::{Intent, Intents};
 use std::collections::{BTreeMap, BinaryHeap};
 
 use super::isolate_cpu::IsolateCpu;
-use super::origin::{Job, Origin};
+use super::origin::Origin;
 use super::rng::Rng;
 use super::scenario::Scenario;
 use super::timeline::Timeline;
 use crate::config::{self, ConfigError};
 use crate::pop::aggregate::PopAggregate;
-use crate::pop::client::origin_rates;
 use crate::pop::push::{Push, PushReply};
 use crate::pop::upkeep::PushAdmission;
 use crate::race::Leg;
-use crate::race::{Action, Hedger, RaceEnd, RaceIo, RaceState};
+use crate::race::{Action, Hedger, RaceEnd, RaceState};
 use crate::request::eligibility::Eligibility;
 
 /// One configuration to run: a name for the report and its `HEDGE_*` vars
@@ -464,69 +470,6 @@ impl Sim<'_> {
         );
     }
 
-    fn at_origin(&mut self, req: u32, leg: u8) {
-        let l = self.requests[req as usize].legs[leg as usize];
-        if l.aborted {
-            return; // aborted in flight: it never reached the origin
-        }
-        let origin = &mut self.origins[l.origin as usize];
-        if origin.has_free_worker() {
-            self.start_job(l.origin, (req, leg));
-        } else {
-            origin.queue.push_back((req, leg));
-        }
-    }
-
-    fn start_job(&mut self, origin: u8, (req, leg): Job) {
-        let now = self.now;
-        let attempt = self.requests[req as usize].legs[leg as usize].attempt;
-        let o = &mut self.origins[origin as usize];
-        o.busy += 1;
-        let service = o.serve(now, &mut o.draws(req, attempt));
-        let rtt = o.spec.rtt_ms;
-        let done = now + service.duration_ms;
-        let r = &mut self.requests[req as usize];
-        let l = &mut r.legs[leg as usize];
-        l.started_ms = Some(now);
-        l.status = service.status;
-        l.answered_ms = Some(done + rtt / 2.0);
-        if leg == 0 && attempt == 0 && l.origin == r.primary.origin {
-            r.primary = *l;
-        }
-        self.schedule(done, Event::WorkerFree { origin });
-        self.schedule(done + rtt / 2.0, Event::Answer { req, leg });
-    }
-
-    fn worker_free(&mut self, origin: u8) {
-        let o = &mut self.origins[origin as usize];
-        o.busy = o.busy.saturating_sub(1);
-        // An aborted request leaves the queue; one in service keeps its worker.
-        while let Some(job) = self.origins[origin as usize].queue.pop_front() {
-            if !self.requests[job.0 as usize].legs[job.1 as usize].aborted {
-                self.start_job(origin, job);
-                break;
-            }
-        }
-    }
-
-    fn answer(&mut self, req: u32, leg: u8) {
-        let r = &self.requests[req as usize];
-        let l = r.legs[leg as usize];
-        if l.aborted || r.race.is_none() {
-            return;
-        }
-        let measured = r.measured;
-        if self.waits_for_loop(req, Event::Answer { req, leg }) {
-            return;
-        }
-        if measured {
-            self.result.origin_work_ms += l.started_ms.map_or(0.0, |s| self.now - s);
-        }
-        let status = l.status;
-        let leg = if leg == 0 { Leg::Primary } else { Leg::Hedge };
-        self.on_race(req, |h, s, now| h.leg_finished(s, leg, Ok(status), now));
-    }
-
     /// Hands an event to the request's isolate and carries out the action.
     fn on_race(
         &mut self,
@@ -650,155 +593,6 @@ impl Sim<'_> {
             res.unhedged
                 .push((latency, race.no_hedge.map_or("none", |n| n.as_str())));
         }
-    }
-}
-
-// === the isolate's event loop ===
-
-impl Sim<'_> {
-    /// When `isolate`'s loop is busy past now: the time it is next free.
-    fn loop_busy_until(&self, isolate: usize) -> Option<f64> {
-        self.params.isolate_cpu?;
-        let free = self.loop_free_at[isolate];
-        (free > self.now).then_some(free)
-    }
-
-    /// Puts `event` of request `req` back until its isolate's loop is free;
-    /// `true` when it must wait.
-    fn waits_for_loop(&mut self, req: u32, event: Event) -> bool {
-        let Some(r) = self.requests.get(req as usize) else {
-            return false;
-        };
-        if r.race.is_none() {
-            return false;
-        }
-        match self.loop_busy_until(r.isolate as usize) {
-            Some(free) => {
-                self.schedule(free, event);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// The loop of `isolate` works `ms` from now (or from when it is free).
-    fn spend(&mut self, isolate: usize, ms: f64) {
-        if self.params.isolate_cpu.is_none() || ms <= 0.0 {
-            return;
-        }
-        let start = self.loop_free_at[isolate].max(self.now);
-        self.loop_free_at[isolate] = start + ms;
-        if self.now >= self.measure_from_ms {
-            self.loop_busy_ms += ms;
-        }
-    }
-
-    /// An event due at `due_ms` runs now: how long it waited for the loop.
-    fn note_wait(&mut self, due_ms: f64) {
-        if self.params.isolate_cpu.is_some() && due_ms >= self.measure_from_ms {
-            self.result.loop_waits.0 += self.now - due_ms;
-            self.result.loop_waits.1 += 1;
-        }
-    }
-}
-
-// === the PoP aggregator ===
-
-impl Sim<'_> {
-    /// After a response went out, an isolate pushes if its schedule says so.
-    fn maybe_push(&mut self, isolate: u32) {
-        let Some(rtt) = self.params.aggregator_rtt_ms else {
-            return;
-        };
-        let now = self.now;
-        let hedger = &mut self.hedgers[isolate as usize];
-        if !hedger.pop.push_due(now) {
-            return;
-        }
-        let quantile = hedger.params().delay.quantile;
-        let push = hedger.pop.take_push(now, quantile, &self.origin_names);
-        let bytes = push.encode().len();
-        let id = self.pushes.len() as u32;
-        self.pushes.push((isolate, Some(push), bytes, None));
-        self.schedule(now + rtt / 2.0, Event::PushArrives { push: id });
-    }
-
-    fn push_arrives(&mut self, id: u32) {
-        let now = self.now;
-        let rtt = self.params.aggregator_rtt_ms.unwrap_or(0.0);
-        let (Some(aggregate), Some(slot)) =
-            (self.aggregator.as_mut(), self.pushes.get_mut(id as usize))
-        else {
-            return;
-        };
-        let Some(push) = slot.1.take() else {
-            return;
-        };
-        if !self.admission.admit(now) {
-            // Shed: the isolate hears a failure and backs off.
-            self.result.pushes_shed += 1;
-            let isolate = slot.0;
-            self.hedgers[isolate as usize]
-                .pop
-                .push_failed(now + rtt / 2.0);
-            return;
-        }
-        let (reply, _touched) = aggregate.apply(&push, slot.2, now);
-        slot.3 = Some(reply);
-        self.result.pushes += 1;
-        self.schedule(now + rtt / 2.0, Event::ReplyArrives { push: id });
-    }
-
-    fn reply_arrives(&mut self, id: u32) {
-        let now = self.now;
-        let Some((isolate, _, bytes, reply)) = self.pushes.get_mut(id as usize) else {
-            return;
-        };
-        let Some(reply) = reply.take() else {
-            return;
-        };
-        let hedger = &mut self.hedgers[*isolate as usize];
-        hedger
-            .pop
-            .push_succeeded(&reply, *bytes, now, &self.origin_names);
-        let rates = origin_rates(&reply, &self.origin_names);
-        hedger.gate.note_pop_rates(&rates, now);
-    }
-}
-
-/// What the Hedger asked of one event, carried out once it returns (the
-/// engine cannot act while the Hedger, one of its parts, is borrowed). At most
-/// three: abort the primary and send the hedge, or abort both legs.
-#[derive(Debug, Default)]
-struct Intents {
-    list: [Option<Intent>; 3],
-    len: usize,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Intent {
-    Abort(Leg),
-    SendHedge(usize),
-}
-
-impl Intents {
-    fn push(&mut self, intent: Intent) {
-        if let Some(slot) = self.list.get_mut(self.len) {
-            *slot = Some(intent);
-            self.len += 1;
-        }
-    }
-}
-
-impl RaceIo for Intents {
-    fn abort(&mut self, leg: Leg) {
-        self.push(Intent::Abort(leg));
-    }
-
-    fn send_hedge(&mut self, origin: usize) -> bool {
-        // A modelled origin is always reachable.
-        self.push(Intent::SendHedge(origin));
-        true
     }
 }
 
