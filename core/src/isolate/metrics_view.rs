@@ -3,7 +3,9 @@
 
 use super::Isolate;
 use crate::admission::health::BudgetLevel;
+use crate::config::Params;
 use crate::observe::exposition::{write_counts, write_route_delays, Exposition, Format, Kind};
+use crate::race::Hedger;
 
 /// The isolate's metrics at `now_ms`.
 pub(super) fn metrics_text(isolate: &mut Isolate, format: Format, now_ms: f64) -> String {
@@ -18,32 +20,58 @@ pub(super) fn metrics_text(isolate: &mut Isolate, format: Format, now_ms: f64) -
         &[("version", isolate.version())],
         1.0,
     );
-    x.family(
+    x.gauge(
         "hedgehog_isolate_start_time_seconds",
-        Kind::Gauge,
         "When the isolate started (Unix time).",
-    );
-    x.sample(
-        "hedgehog_isolate_start_time_seconds",
-        &[],
         isolate.started_ms / 1000.0,
     );
     write_counts(&mut x, &isolate.metrics);
 
     let h = &mut isolate.hedger;
     let params = &isolate.params;
-    x.family("hedgehog_hedge_budget_ratio", Kind::Gauge, "The configured hedge budget: hedges allowed per eligible request (HEDGE_BUDGET_PERCENT / 100).");
-    x.sample(
+    x.gauge(
         "hedgehog_hedge_budget_ratio",
-        &[],
+        "The configured hedge budget: hedges allowed per eligible request (HEDGE_BUDGET_PERCENT / 100).",
         params.budget.percent / 100.0,
     );
-    x.family(
+    x.gauge(
         "hedgehog_budget_tokens",
-        Kind::Gauge,
         "Hedges the isolate's budget would allow now.",
+        h.gate.budget_tokens(now_ms),
     );
-    x.sample("hedgehog_budget_tokens", &[], h.gate.budget_tokens(now_ms));
+    write_origins(&mut x, h, params, now_ms);
+    let reports = isolate.route_delay_reports(now_ms);
+    write_route_delays(&mut x, reports.iter());
+    let h = &mut isolate.hedger;
+    x.gauge(
+        "hedgehog_isolate_lag_seconds",
+        "How late the isolate's hedge timers run (a decaying mean): its own event loop's lag.",
+        h.isolate_lag.mean_ms(now_ms) / 1000.0,
+    );
+    x.gauge(
+        "hedgehog_config_errors",
+        "Configuration keys that were invalid and run on their defaults (the stats page names them).",
+        isolate.config_errors.len() as f64,
+    );
+    let push = h.pop.counts();
+    x.family(
+        "hedgehog_pop_pushes_sent",
+        Kind::Counter,
+        "Pushes to the PoP aggregator, by outcome.",
+    );
+    for (outcome, n) in [("succeeded", push.succeeded), ("failed", push.failed)] {
+        x.sample(
+            "hedgehog_pop_pushes_sent_total",
+            &[("outcome", outcome)],
+            n as f64,
+        );
+    }
+    x.finish()
+}
+
+/// Each origin's gauges: up, the hedge budget level its 5xx rate allows,
+/// its legs in flight.
+fn write_origins(x: &mut Exposition, h: &mut Hedger, params: &Params, now_ms: f64) {
     x.family(
         "hedgehog_origin_up",
         Kind::Gauge,
@@ -84,40 +112,4 @@ pub(super) fn metrics_text(isolate: &mut Isolate, format: Format, now_ms: f64) -
             n as f64,
         );
     }
-    let reports = isolate.route_delay_reports(now_ms);
-    write_route_delays(&mut x, reports.iter());
-    let h = &mut isolate.hedger;
-    x.family(
-        "hedgehog_isolate_lag_seconds",
-        Kind::Gauge,
-        "How late the isolate's hedge timers run (a decaying mean): its own event loop's lag.",
-    );
-    x.sample(
-        "hedgehog_isolate_lag_seconds",
-        &[],
-        h.isolate_lag.mean_ms(now_ms) / 1000.0,
-    );
-    x.family("hedgehog_config_errors", Kind::Gauge, "Configuration keys that were invalid and run on their defaults (the stats page names them).");
-    x.sample(
-        "hedgehog_config_errors",
-        &[],
-        isolate.config_errors.len() as f64,
-    );
-    let push = h.pop.counts();
-    x.family(
-        "hedgehog_pop_pushes_sent",
-        Kind::Counter,
-        "Pushes to the PoP aggregator, by outcome.",
-    );
-    x.sample(
-        "hedgehog_pop_pushes_sent_total",
-        &[("outcome", "succeeded")],
-        push.succeeded as f64,
-    );
-    x.sample(
-        "hedgehog_pop_pushes_sent_total",
-        &[("outcome", "failed")],
-        push.failed as f64,
-    );
-    x.finish()
 }

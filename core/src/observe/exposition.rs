@@ -4,7 +4,7 @@
 //! conventions: a `hedgehog_` prefix, base units (seconds), `_total` on
 //! counters.
 
-use super::metrics::{MetricCounts, BUCKETS_S, LEGS, LEG_OUTCOMES};
+use super::metrics::{MetricCounts, RouteMetrics, BUCKETS_S, LEGS, LEG_OUTCOMES};
 use crate::admission::payoff::CAUSES;
 use crate::pop::push::RouteDelayReport;
 
@@ -141,6 +141,12 @@ impl Exposition {
         self.out.push('\n');
     }
 
+    /// A gauge family with its one unlabelled sample.
+    pub fn gauge(&mut self, name: &str, help: &str, value: f64) {
+        self.family(name, Kind::Gauge, help);
+        self.sample(name, &[], value);
+    }
+
     /// The samples of a histogram with `counts` per bucket of [`BUCKETS_S`]
     /// (+Inf last) and `sum_s`.
     pub fn histogram(&mut self, name: &str, labels: &[(&str, &str)], counts: &[u64], sum_s: f64) {
@@ -167,144 +173,114 @@ impl Exposition {
     }
 }
 
-/// The counter and histogram families of `counts` (both scopes have them).
+/// How a family of [`COUNT_FAMILIES`] reads its samples from the counts.
+#[derive(Clone, Copy)]
+enum Read {
+    /// One sample per route: this number of its counts.
+    Route(fn(&RouteMetrics) -> f64),
+    /// Per route, cause (delay, stall, failure) and outcome (won, lost).
+    RouteHedges,
+    /// Per origin, leg (primary, hedge) and outcome.
+    OriginLegs,
+    /// Per reason a race sent no hedge.
+    Skips,
+    /// One number for the whole scope.
+    ThirdAttempts,
+    /// A histogram per route: the client's latency.
+    RouteDuration,
+    /// A histogram per origin and leg: time to the origin's answer.
+    OriginLegDuration,
+    /// A histogram per origin: the hedge delay of its races.
+    HedgeDelay,
+}
+
+/// The counted facts of [`MetricCounts`], one family each, in the order
+/// they are written: name, kind, help and how its samples are read.
+const COUNT_FAMILIES: [(&str, Kind, &str, Read); 11] = [
+    ("hedgehog_requests", Kind::Counter, "Requests that ran a race (proxied, or a background refresh; not served from the cache), by route.", Read::Route(|r| r.requests as f64)),
+    ("hedgehog_client_errors", Kind::Counter, "Requests answered with a 5xx or without any origin answer, by route.", Read::Route(|r| r.client_errors as f64)),
+    ("hedgehog_hedges", Kind::Counter, "Hedges sent, by route, cause (delay, stall, failure) and outcome (won: its answer was served; lost).", Read::RouteHedges),
+    ("hedgehog_origin_legs", Kind::Counter, "Origin requests, by origin, leg (primary, hedge) and outcome (won, lost, aborted, shed, failed).", Read::OriginLegs),
+    ("hedgehog_hedge_skips", Kind::Counter, "Races that sent no hedge, by reason (as in Server-Timing hedge-skip).", Read::Skips),
+    ("hedgehog_third_attempts", Kind::Counter, "Third attempts sent after the primary and the hedge both failed fast.", Read::ThirdAttempts),
+    ("hedgehog_origin_work_seconds", Kind::Counter, "Origin time spent on the legs of each route's races.", Read::Route(|r| r.origin_s)),
+    ("hedgehog_wasted_origin_work_seconds", Kind::Counter, "Origin time spent on legs cut short (losers, timeouts), by route.", Read::Route(|r| r.wasted_origin_s)),
+    ("hedgehog_request_duration_seconds", Kind::Histogram, "Latency the client saw, from arrival to the answer's headers, by route.", Read::RouteDuration),
+    ("hedgehog_origin_leg_duration_seconds", Kind::Histogram, "Time to each origin's answer, per leg that got one, by leg (primary, hedge).", Read::OriginLegDuration),
+    ("hedgehog_hedge_delay_seconds", Kind::Histogram, "The hedge delay of each race, by its primary origin.", Read::HedgeDelay),
+];
+
+/// The counter and histogram families of `counts` (both scopes have them),
+/// as [`COUNT_FAMILIES`] lists them.
 pub fn write_counts(x: &mut Exposition, counts: &MetricCounts) {
-    x.family(
-        "hedgehog_requests",
-        Kind::Counter,
-        "Requests that ran a race (proxied, or a background refresh; not served from the cache), by route.",
-    );
-    for (route, r) in &counts.routes {
-        x.sample(
-            "hedgehog_requests_total",
-            &[("route", route)],
-            r.requests as f64,
-        );
-    }
-    x.family(
-        "hedgehog_client_errors",
-        Kind::Counter,
-        "Requests answered with a 5xx or without any origin answer, by route.",
-    );
-    for (route, r) in &counts.routes {
-        x.sample(
-            "hedgehog_client_errors_total",
-            &[("route", route)],
-            r.client_errors as f64,
-        );
-    }
-    x.family("hedgehog_hedges", Kind::Counter, "Hedges sent, by route, cause (delay, stall, failure) and outcome (won: its answer was served; lost).");
-    for (route, r) in &counts.routes {
-        for (cause, by_outcome) in CAUSES.iter().zip(r.hedges) {
-            for (outcome, n) in ["won", "lost"].iter().zip(by_outcome) {
-                let labels = [
-                    ("route", route.as_str()),
-                    ("cause", cause.as_str()),
-                    ("outcome", outcome),
-                ];
-                x.sample("hedgehog_hedges_total", &labels, n as f64);
+    for (name, kind, help, read) in COUNT_FAMILIES {
+        x.family(name, kind, help);
+        let total = format!("{name}_total");
+        match read {
+            Read::Route(value) => {
+                for (route, r) in &counts.routes {
+                    x.sample(&total, &[("route", route)], value(r));
+                }
+            }
+            Read::RouteHedges => {
+                for (route, r) in &counts.routes {
+                    for (cause, by_outcome) in CAUSES.iter().zip(r.hedges) {
+                        for (outcome, n) in ["won", "lost"].iter().zip(by_outcome) {
+                            let labels = [
+                                ("route", route.as_str()),
+                                ("cause", cause.as_str()),
+                                ("outcome", outcome),
+                            ];
+                            x.sample(&total, &labels, n as f64);
+                        }
+                    }
+                }
+            }
+            Read::OriginLegs => {
+                for (origin, o) in &counts.origins {
+                    for (leg, by_outcome) in LEGS.iter().zip(o.legs) {
+                        for (outcome, n) in LEG_OUTCOMES.iter().zip(by_outcome) {
+                            let labels = [
+                                ("origin", origin.as_str()),
+                                ("leg", leg),
+                                ("outcome", outcome),
+                            ];
+                            x.sample(&total, &labels, n as f64);
+                        }
+                    }
+                }
+            }
+            Read::Skips => {
+                for (reason, n) in &counts.hedge_skips {
+                    x.sample(&total, &[("reason", reason)], *n as f64);
+                }
+            }
+            Read::ThirdAttempts => x.sample(&total, &[], counts.third_attempts as f64),
+            Read::RouteDuration => {
+                for (route, r) in &counts.routes {
+                    let h = &r.duration;
+                    x.histogram(name, &[("route", route)], &h.counts, h.sum_s);
+                }
+            }
+            Read::OriginLegDuration => {
+                for (origin, o) in &counts.origins {
+                    for (leg, h) in LEGS.iter().zip(&o.leg_duration) {
+                        x.histogram(
+                            name,
+                            &[("origin", origin), ("leg", leg)],
+                            &h.counts,
+                            h.sum_s,
+                        );
+                    }
+                }
+            }
+            Read::HedgeDelay => {
+                for (origin, o) in &counts.origins {
+                    let h = &o.hedge_delay;
+                    x.histogram(name, &[("origin", origin)], &h.counts, h.sum_s);
+                }
             }
         }
-    }
-    x.family("hedgehog_origin_legs", Kind::Counter, "Origin requests, by origin, leg (primary, hedge) and outcome (won, lost, aborted, shed, failed).");
-    for (origin, o) in &counts.origins {
-        for (leg, by_outcome) in LEGS.iter().zip(o.legs) {
-            for (outcome, n) in LEG_OUTCOMES.iter().zip(by_outcome) {
-                let labels = [
-                    ("origin", origin.as_str()),
-                    ("leg", leg),
-                    ("outcome", outcome),
-                ];
-                x.sample("hedgehog_origin_legs_total", &labels, n as f64);
-            }
-        }
-    }
-    x.family(
-        "hedgehog_hedge_skips",
-        Kind::Counter,
-        "Races that sent no hedge, by reason (as in Server-Timing hedge-skip).",
-    );
-    for (reason, n) in &counts.hedge_skips {
-        x.sample(
-            "hedgehog_hedge_skips_total",
-            &[("reason", reason)],
-            *n as f64,
-        );
-    }
-    x.family(
-        "hedgehog_third_attempts",
-        Kind::Counter,
-        "Third attempts sent after the primary and the hedge both failed fast.",
-    );
-    x.sample(
-        "hedgehog_third_attempts_total",
-        &[],
-        counts.third_attempts as f64,
-    );
-    x.family(
-        "hedgehog_origin_work_seconds",
-        Kind::Counter,
-        "Origin time spent on the legs of each route's races.",
-    );
-    for (route, r) in &counts.routes {
-        x.sample(
-            "hedgehog_origin_work_seconds_total",
-            &[("route", route)],
-            r.origin_s,
-        );
-    }
-    x.family(
-        "hedgehog_wasted_origin_work_seconds",
-        Kind::Counter,
-        "Origin time spent on legs cut short (losers, timeouts), by route.",
-    );
-    for (route, r) in &counts.routes {
-        x.sample(
-            "hedgehog_wasted_origin_work_seconds_total",
-            &[("route", route)],
-            r.wasted_origin_s,
-        );
-    }
-    x.family(
-        "hedgehog_request_duration_seconds",
-        Kind::Histogram,
-        "Latency the client saw, from arrival to the answer's headers, by route.",
-    );
-    for (route, r) in &counts.routes {
-        x.histogram(
-            "hedgehog_request_duration_seconds",
-            &[("route", route)],
-            &r.duration.counts,
-            r.duration.sum_s,
-        );
-    }
-    x.family(
-        "hedgehog_origin_leg_duration_seconds",
-        Kind::Histogram,
-        "Time to each origin's answer, per leg that got one, by leg (primary, hedge).",
-    );
-    for (origin, o) in &counts.origins {
-        for (leg, h) in LEGS.iter().zip(&o.leg_duration) {
-            x.histogram(
-                "hedgehog_origin_leg_duration_seconds",
-                &[("origin", origin), ("leg", leg)],
-                &h.counts,
-                h.sum_s,
-            );
-        }
-    }
-    x.family(
-        "hedgehog_hedge_delay_seconds",
-        Kind::Histogram,
-        "The hedge delay of each race, by its primary origin.",
-    );
-    for (origin, o) in &counts.origins {
-        x.histogram(
-            "hedgehog_hedge_delay_seconds",
-            &[("origin", origin)],
-            &o.hedge_delay.counts,
-            o.hedge_delay.sum_s,
-        );
     }
 }
 
