@@ -155,33 +155,8 @@ fn route(
     if earlier.iter().any(|r| r.name == name) {
         return Err(at(format!("the name {name:?} twice")));
     }
-    let mode = match (spec.mode.as_deref().map(str::trim), spec.static_delay_ms) {
-        (None, None) => None,
-        (Some("off"), None) => Some(RouteMode::Off),
-        (Some("adaptive"), None) => Some(RouteMode::Adaptive),
-        (Some("static"), Some(d)) if (0.0..=60_000.0).contains(&d) => {
-            Some(RouteMode::Static { delay_ms: d })
-        }
-        (Some("static"), _) => {
-            return Err(at("mode static needs static_delay_ms, 0 to 60000".into()))
-        }
-        (_, Some(_)) => return Err(at("static_delay_ms goes with mode \"static\" only".into())),
-        (Some(other), None) => {
-            return Err(at(format!(
-                "mode {other:?}: off, adaptive or static (retry and the policy are global)"
-            )))
-        }
-    };
-    let policy = match spec.policy.as_deref().map(str::trim) {
-        None => None,
-        Some("tail-aware") => Some(HedgePolicy::TailAware),
-        Some("fixed-quantile") => Some(HedgePolicy::FixedQuantile),
-        Some(other) => {
-            return Err(at(format!(
-                "policy {other:?}: tail-aware or fixed-quantile"
-            )))
-        }
-    };
+    let mode = mode_of(spec.mode.as_deref(), spec.static_delay_ms).map_err(at)?;
+    let policy = policy_of(spec.policy.as_deref()).map_err(at)?;
     let methods = match spec.methods {
         None => None,
         Some(list) => Some(methods(&list.join(",")).map_err(|e| at(format!("methods: {e}")))?),
@@ -224,6 +199,33 @@ fn route(
         timeout_ms: spec.timeout_ms,
         cache: spec.cache,
     })
+}
+
+/// A route's `mode` and `static_delay_ms`, checked together.
+fn mode_of(mode: Option<&str>, static_delay_ms: Option<f64>) -> Result<Option<RouteMode>, String> {
+    match (mode.map(str::trim), static_delay_ms) {
+        (None, None) => Ok(None),
+        (Some("off"), None) => Ok(Some(RouteMode::Off)),
+        (Some("adaptive"), None) => Ok(Some(RouteMode::Adaptive)),
+        (Some("static"), Some(d)) if (0.0..=60_000.0).contains(&d) => {
+            Ok(Some(RouteMode::Static { delay_ms: d }))
+        }
+        (Some("static"), _) => Err("mode static needs static_delay_ms, 0 to 60000".into()),
+        (_, Some(_)) => Err("static_delay_ms goes with mode \"static\" only".into()),
+        (Some(other), None) => Err(format!(
+            "mode {other:?}: off, adaptive or static (retry and the policy are global)"
+        )),
+    }
+}
+
+/// A route's `policy`.
+fn policy_of(policy: Option<&str>) -> Result<Option<HedgePolicy>, String> {
+    match policy.map(str::trim) {
+        None => Ok(None),
+        Some("tail-aware") => Ok(Some(HedgePolicy::TailAware)),
+        Some("fixed-quantile") => Ok(Some(HedgePolicy::FixedQuantile)),
+        Some(other) => Err(format!("policy {other:?}: tail-aware or fixed-quantile")),
+    }
 }
 
 #[cfg(test)]

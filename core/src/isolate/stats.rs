@@ -204,58 +204,8 @@ pub(super) fn stats(
     now_ms: f64,
 ) -> serde_json::Value {
     let q = params.delay.quantile;
-    let origins = params
-        .origins
-        .iter()
-        .enumerate()
-        .map(|(i, o)| {
-            let e = h.estimator.estimates(i, "", q, now_ms).origin;
-            let gate = h.gate.origin_snapshot(i, now_ms);
-            OriginJson {
-                name: &o.name,
-                zone: o.zone.as_deref(),
-                degraded: gate.is_some_and(|g| !g.healthy),
-                hedge_budget: gate.map_or(BudgetLevel::Full, |g| g.budget).as_str(),
-                reduced_budget_tokens: gate.map_or(0.0, |g| g.reduced_budget_tokens),
-                window_requests: gate.map_or(0, |g| g.window.requests),
-                window_5xx_rate: gate.and_then(|g| g.window.server_error_rate),
-                window_failure_rate: gate.and_then(|g| g.window.failure_rate),
-                pop_5xx_rate: h.gate.pop_5xx_rate(i, now_ms),
-                local_quantile_ms: e.map(|e| e.value_ms),
-                local_samples: e.map_or(0, |e| e.samples),
-                hedge_payoff: payoff(h, i),
-            }
-        })
-        .collect();
-    // Copied out first: the benefit look-up needs the whole Hedger.
-    let keys: Vec<((usize, String), RouteCounters)> = (h.route_stats.keys())
-        .map(|(key, c)| (key.clone(), *c))
-        .collect();
-    let routes = keys
-        .into_iter()
-        .map(|((origin, route), c)| {
-            let estimates = h.estimator.estimates(origin, &route, q, now_ms);
-            let (local, pop) = (estimates.route, h.pop.estimate(origin, &route, now_ms));
-            let RouteDelay {
-                choice: delay,
-                benefit,
-            } = h.route_delay(origin, &route, now_ms);
-            RouteJson {
-                origin: params.origins.get(origin).map_or("?", |o| o.name.as_str()),
-                route,
-                local_quantile_ms: local.map(|e| e.value_ms),
-                local_samples: local.map_or(0, |e| e.samples),
-                pop_quantile_ms: pop.map(|e| e.value_ms),
-                pop_samples: pop.map_or(0, |e| e.samples),
-                hedge_delay_ms: delay.map(|d| d.delay_ms),
-                delay_basis: delay.map(|d| d.basis.as_str()),
-                predicted_hedge_share: benefit.map(|b| b.hedge_share),
-                predicted_tail_ms: benefit.map(|b| b.tail_ms),
-                unhedged_tail_ms: benefit.map(|b| b.unhedged_tail_ms),
-                counters: counters(&c),
-            }
-        })
-        .collect();
+    let origins = origins(params, h, now_ms);
+    let routes = routes(params, h, now_ms);
     let push = h.pop.counts();
     let json = StatsJson {
         hedge_quantile: q,
@@ -294,4 +244,66 @@ pub(super) fn stats(
         recent_errors,
     };
     serde_json::to_value(&json).unwrap_or_default()
+}
+
+/// Each origin's health, budget level, quantile and payoff.
+fn origins<'a>(params: &'a Params, h: &mut Hedger, now_ms: f64) -> Vec<OriginJson<'a>> {
+    let q = params.delay.quantile;
+    params
+        .origins
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let e = h.estimator.estimates(i, "", q, now_ms).origin;
+            let gate = h.gate.origin_snapshot(i, now_ms);
+            OriginJson {
+                name: &o.name,
+                zone: o.zone.as_deref(),
+                degraded: gate.is_some_and(|g| !g.healthy),
+                hedge_budget: gate.map_or(BudgetLevel::Full, |g| g.budget).as_str(),
+                reduced_budget_tokens: gate.map_or(0.0, |g| g.reduced_budget_tokens),
+                window_requests: gate.map_or(0, |g| g.window.requests),
+                window_5xx_rate: gate.and_then(|g| g.window.server_error_rate),
+                window_failure_rate: gate.and_then(|g| g.window.failure_rate),
+                pop_5xx_rate: h.gate.pop_5xx_rate(i, now_ms),
+                local_quantile_ms: e.map(|e| e.value_ms),
+                local_samples: e.map_or(0, |e| e.samples),
+                hedge_payoff: payoff(h, i),
+            }
+        })
+        .collect()
+}
+
+/// Each tracked (primary, route): its counters, quantiles and the delay a
+/// request would get now.
+fn routes<'a>(params: &'a Params, h: &mut Hedger, now_ms: f64) -> Vec<RouteJson<'a>> {
+    let q = params.delay.quantile;
+    // Copied out first: the benefit look-up needs the whole Hedger.
+    let keys: Vec<((usize, String), RouteCounters)> = (h.route_stats.keys())
+        .map(|(key, c)| (key.clone(), *c))
+        .collect();
+    keys.into_iter()
+        .map(|((origin, route), c)| {
+            let estimates = h.estimator.estimates(origin, &route, q, now_ms);
+            let (local, pop) = (estimates.route, h.pop.estimate(origin, &route, now_ms));
+            let RouteDelay {
+                choice: delay,
+                benefit,
+            } = h.route_delay(origin, &route, now_ms);
+            RouteJson {
+                origin: params.origins.get(origin).map_or("?", |o| o.name.as_str()),
+                route,
+                local_quantile_ms: local.map(|e| e.value_ms),
+                local_samples: local.map_or(0, |e| e.samples),
+                pop_quantile_ms: pop.map(|e| e.value_ms),
+                pop_samples: pop.map_or(0, |e| e.samples),
+                hedge_delay_ms: delay.map(|d| d.delay_ms),
+                delay_basis: delay.map(|d| d.basis.as_str()),
+                predicted_hedge_share: benefit.map(|b| b.hedge_share),
+                predicted_tail_ms: benefit.map(|b| b.tail_ms),
+                unhedged_tail_ms: benefit.map(|b| b.unhedged_tail_ms),
+                counters: counters(&c),
+            }
+        })
+        .collect()
 }

@@ -265,6 +265,12 @@ impl Push {
         if let Some(metrics) = &self.metrics {
             metrics.check().map_err(PushError)?;
         }
+        self.check_reports()?;
+        self.check_keys()
+    }
+
+    /// The route delays, error reports and route budgets a push carries.
+    fn check_reports(&self) -> Result<(), PushError> {
         if self.route_delays.len() > MAX_PUSH_KEYS || self.errors.len() > MAX_PUSH_ERRORS {
             return fail("too many route delays or errors");
         }
@@ -300,6 +306,11 @@ impl Push {
                 return fail("route eligible or hedges out of range");
             }
         }
+        Ok(())
+    }
+
+    /// The latency keys' buckets and the origins' counts.
+    fn check_keys(&self) -> Result<(), PushError> {
         let (lowest, highest) = (bucket_index(0.0), bucket_index(MAX_LATENCY_MS));
         for key in &self.keys {
             check_name("origin", &key.origin)?;

@@ -161,50 +161,7 @@ impl DurableObject for PopAggregator {
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
         let path = req.path();
         match (req.method(), path.as_str()) {
-            (Method::Post, "/push") => {
-                if !self.admission.borrow_mut().admit(now_ms()) {
-                    // Unread: shedding costs next to nothing, so the queue
-                    // behind it drains.
-                    let mut response = json(
-                        503,
-                        &ErrorJson {
-                            error: "shed",
-                            message: format!(
-                                "over {SHED_ABOVE_PUSHES_PER_S} pushes per second; push again later"
-                            ),
-                        },
-                    )?;
-                    response
-                        .headers_mut()
-                        .set("retry-after", &SHED_RETRY_AFTER_S.to_string())?;
-                    return Ok(response);
-                }
-                let body = req.bytes().await?;
-                let push = match Push::decode(&body) {
-                    Ok(push) => push,
-                    Err(e) => {
-                        console_warn!("hedgehog-edge aggregator: {e}");
-                        return json(
-                            400,
-                            &ErrorJson {
-                                error: "invalid_push",
-                                message: e.to_string(),
-                            },
-                        );
-                    }
-                };
-                let now = worker::Date::now().as_millis() as f64;
-                let reply = self.with_aggregate(|sql, aggregate| {
-                    let (reply, touched) = aggregate.apply(&push, body.len(), now);
-                    self.unsaved.borrow_mut().extend(touched);
-                    if self.snapshot.borrow_mut().changed(now) {
-                        self.save(sql, aggregate, now);
-                    }
-                    reply
-                })?;
-                self.ensure_alarm().await;
-                Response::from_bytes(reply.encode()).map(|r| r.with_status(200))
-            }
+            (Method::Post, "/push") => self.take_push(&mut req).await,
             (Method::Get, "/metrics") => {
                 let now = worker::Date::now().as_millis() as f64;
                 let accept = req.headers().get("accept").ok().flatten();
@@ -309,6 +266,53 @@ impl DurableObject for PopAggregator {
 }
 
 impl PopAggregator {
+    /// A push: shed when the aggregator is over its rate, refused when it
+    /// does not decode, else merged and answered.
+    async fn take_push(&self, req: &mut Request) -> worker::Result<Response> {
+        if !self.admission.borrow_mut().admit(now_ms()) {
+            // Unread: shedding costs next to nothing, so the queue
+            // behind it drains.
+            let mut response = json(
+                503,
+                &ErrorJson {
+                    error: "shed",
+                    message: format!(
+                        "over {SHED_ABOVE_PUSHES_PER_S} pushes per second; push again later"
+                    ),
+                },
+            )?;
+            response
+                .headers_mut()
+                .set("retry-after", &SHED_RETRY_AFTER_S.to_string())?;
+            return Ok(response);
+        }
+        let body = req.bytes().await?;
+        let push = match Push::decode(&body) {
+            Ok(push) => push,
+            Err(e) => {
+                console_warn!("hedgehog-edge aggregator: {e}");
+                return json(
+                    400,
+                    &ErrorJson {
+                        error: "invalid_push",
+                        message: e.to_string(),
+                    },
+                );
+            }
+        };
+        let now = worker::Date::now().as_millis() as f64;
+        let reply = self.with_aggregate(|sql, aggregate| {
+            let (reply, touched) = aggregate.apply(&push, body.len(), now);
+            self.unsaved.borrow_mut().extend(touched);
+            if self.snapshot.borrow_mut().changed(now) {
+                self.save(sql, aggregate, now);
+            }
+            reply
+        })?;
+        self.ensure_alarm().await;
+        Response::from_bytes(reply.encode()).map(|r| r.with_status(200))
+    }
+
     /// How often idle keys are swept.
     fn sweep_every_ms(&self) -> f64 {
         SWEEP_EVERY_MS.min(self.params.idle_ms)
