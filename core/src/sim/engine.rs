@@ -5,6 +5,7 @@ mod event_loop;
 mod intents;
 mod pop;
 mod serving;
+mod setup;
 
 use std::cmp::Ordering;
 
@@ -279,50 +280,7 @@ pub fn run(
         }]);
     }
     let hedge_params = config::parse(&vars)?;
-    let mut sim = Sim {
-        params,
-        now: 0.0,
-        seq: 0,
-        queue: BinaryHeap::new(),
-        hedgers: (0..params.isolates.max(1))
-            .map(|i| {
-                Hedger::new(
-                    hedge_params.clone(),
-                    params.aggregator_rtt_ms.is_some(),
-                    0.0,
-                    Rng::new(params.seed, 1_000 + i as u64).next_u64(),
-                )
-            })
-            .collect(),
-        aggregator: params
-            .aggregator_rtt_ms
-            .map(|_| PopAggregate::new(hedge_params.pop.aggregate)),
-        admission: PushAdmission::new(params.aggregator_capacity_per_s),
-        pushes: Vec::new(),
-        origin_names: (0..params.scenario.origins.len())
-            .map(|i| format!("o{i}"))
-            .collect(),
-        route_names: (0..params.routes.max(1))
-            .map(|i| format!("/r{i}"))
-            .collect(),
-        origins: params
-            .scenario
-            .origins
-            .iter()
-            .enumerate()
-            .map(|(i, spec)| Origin::new(spec.clone(), params.seed, i as u64))
-            .collect(),
-        requests: Vec::new(),
-        rng: Rng::new(params.seed, 1),
-        result: RunResult {
-            per_origin: vec![0; params.scenario.origins.len()],
-            timeline: Timeline::new(params.scenario.origins.len()),
-            ..RunResult::default()
-        },
-        measure_from_ms: params.warmup_seconds * 1000.0,
-        loop_free_at: vec![0.0; params.isolates.max(1)],
-        loop_busy_ms: 0.0,
-    };
+    let mut sim = Sim::new(params, &hedge_params);
     let end_ms = (params.warmup_seconds + params.seconds) * 1000.0;
     sim.schedule(0.0, Event::Arrive);
     while let Some(next) = sim.queue.pop() {
@@ -362,30 +320,7 @@ pub fn run(
             Event::ReplyArrives { push } => sim.reply_arrives(push),
         }
     }
-    sim.result.simulated = sim.requests.len() as u64;
-    for h in &sim.hedgers {
-        sim.result.isolate_busy_skips += h.isolate_lag.skipped;
-        for origin in 0..params.scenario.origins.len() {
-            if let Some(cells) = h.payoff.cells(origin) {
-                sim.result.unpaid_skips += cells.iter().map(|c| c.left_out).sum::<u64>();
-            }
-        }
-    }
-    sim.result.isolate_busy_share =
-        sim.loop_busy_ms / (params.seconds * 1000.0 * sim.hedgers.len() as f64);
-    let (wait_sum, waits) = sim.result.loop_waits;
-    sim.result.mean_loop_wait_ms = if waits > 0 {
-        wait_sum / waits as f64
-    } else {
-        0.0
-    };
-    let p99 = super::percentile::percentile(&mut sim.result.latencies_ms.clone(), 0.99);
-    for &(latency, why) in &sim.result.unhedged {
-        if latency >= p99 {
-            *sim.result.slow_unhedged.entry(why).or_default() += 1;
-        }
-    }
-    Ok(sim.result)
+    Ok(sim.summarise())
 }
 
 impl Sim<'_> {

@@ -61,6 +61,14 @@ fn origin(latency: LatencyModel) -> OriginSpec {
 
 /// The scenario called `name`.
 pub fn scenario(name: &str) -> Option<Scenario> {
+    latency_shape(name)
+        .or_else(|| failures_and_load(name))
+        .or_else(|| spells(name))
+}
+
+/// The scenarios of latency shapes: tails, pauses, modes, a slow origin, a
+/// busy isolate.
+fn latency_shape(name: &str) -> Option<Scenario> {
     let s = match name {
         "heavy-tail" => Scenario {
             name: "heavy-tail",
@@ -99,30 +107,6 @@ pub fn scenario(name: &str) -> Option<Scenario> {
             description: "the primary is degraded (lognormal median 120 ms, sigma 0.5); the secondary is healthy heavy-tail",
             origins: vec![origin(lognormal(120.0, 0.5)), origin(heavy_tail())],
         },
-        "fast-503" => Scenario {
-            name: "fast-503",
-            description: "the primary sheds 5% of requests with a 503 after 2 ms; otherwise both are heavy-tail",
-            origins: vec![
-                OriginSpec {
-                    fast_failure: Some((0.05, 503, 2.0)),
-                    ..origin(heavy_tail())
-                },
-                origin(heavy_tail()),
-            ],
-        },
-        "overload" => {
-            // 12 workers, lognormal(40, 0.35) service: about 290 requests/s
-            // each at full use; at 250 rps to the primary it runs near capacity.
-            let queued = OriginSpec {
-                workers: Some(12),
-                ..origin(heavy_tail())
-            };
-            Scenario {
-                name: "overload",
-                description: "both origins queue: 12 workers each, heavy-tail service; the primary near capacity",
-                origins: vec![queued.clone(), queued],
-            }
-        }
         "cliff" => {
             let cliff = LatencyModel::Mixture {
                 p: 0.9,
@@ -148,6 +132,79 @@ pub fn scenario(name: &str) -> Option<Scenario> {
                 origins: vec![origin(rare.clone()), origin(rare)],
             }
         }
+        "busy-isolate" => Scenario {
+            name: "busy-isolate",
+            description: "the isolate is the bottleneck: fast origins with spare capacity, lognormal(40 ms, 0.35) each; run it near the isolate's capacity (the lab's: --rate 650)",
+            origins: vec![
+                origin(lognormal(40.0, 0.35)),
+                origin(lognormal(40.0, 0.35)),
+            ],
+        },
+        _ => return None,
+    };
+    Some(s)
+}
+
+/// The scenarios of failures and load: shedding, queueing origins.
+fn failures_and_load(name: &str) -> Option<Scenario> {
+    let s = match name {
+        "fast-503" => Scenario {
+            name: "fast-503",
+            description: "the primary sheds 5% of requests with a 503 after 2 ms; otherwise both are heavy-tail",
+            origins: vec![
+                OriginSpec {
+                    fast_failure: Some((0.05, 503, 2.0)),
+                    ..origin(heavy_tail())
+                },
+                origin(heavy_tail()),
+            ],
+        },
+        "overload" => {
+            // 12 workers, lognormal(40, 0.35) service: about 290 requests/s
+            // each at full use; at 250 rps to the primary it runs near capacity.
+            let queued = OriginSpec {
+                workers: Some(12),
+                ..origin(heavy_tail())
+            };
+            Scenario {
+                name: "overload",
+                description: "both origins queue: 12 workers each, heavy-tail service; the primary near capacity",
+                origins: vec![queued.clone(), queued],
+            }
+        }
+        "fast-503-both" => {
+            let shedding = OriginSpec {
+                fast_failure: Some((0.02, 503, 2.0)),
+                ..origin(lognormal(40.0, 0.35))
+            };
+            Scenario {
+                name: "fast-503-both",
+                description: "both origins shed 2% of requests with a 503 after 2 ms, independently; otherwise lognormal(40 ms, 0.35)",
+                origins: vec![shedding.clone(), shedding],
+            }
+        }
+        "shedding-tail" => {
+            // Both origins heavy-tailed and both shedding: a hedge to the
+            // peer meets the same 2% of fast 503s the primary does.
+            let shedding = OriginSpec {
+                fast_failure: Some((0.02, 503, 2.0)),
+                ..origin(heavy_tail())
+            };
+            Scenario {
+                name: "shedding-tail",
+                description: "both origins heavy-tail (lognormal(40 ms, 0.35), 2% +800 ms) and each sheds 2% of requests with a 503 after 2 ms, independently",
+                origins: vec![shedding.clone(), shedding],
+            }
+        }
+        _ => return None,
+    };
+    Some(s)
+}
+
+/// The scenarios of spells: an origin sick for a while, a slow dependency
+/// for a while, and what follows.
+fn spells(name: &str) -> Option<Scenario> {
+    let s = match name {
         "recovery" => {
             // With the default 3 s warm-up the episode covers measured
             // seconds 12 to 27, so a 60 s run shows before, during and after.
@@ -186,38 +243,6 @@ pub fn scenario(name: &str) -> Option<Scenario> {
                 name: "overload-spell",
                 description: "overload spell: both origins 12 workers, heavy-tail service; from 15 to 30 s service is 2.5x slower (a slow shared dependency), running both near capacity, then it passes",
                 origins: vec![spelled.clone(), spelled],
-            }
-        }
-        "busy-isolate" => Scenario {
-            name: "busy-isolate",
-            description: "the isolate is the bottleneck: fast origins with spare capacity, lognormal(40 ms, 0.35) each; run it near the isolate's capacity (the lab's: --rate 650)",
-            origins: vec![
-                origin(lognormal(40.0, 0.35)),
-                origin(lognormal(40.0, 0.35)),
-            ],
-        },
-        "fast-503-both" => {
-            let shedding = OriginSpec {
-                fast_failure: Some((0.02, 503, 2.0)),
-                ..origin(lognormal(40.0, 0.35))
-            };
-            Scenario {
-                name: "fast-503-both",
-                description: "both origins shed 2% of requests with a 503 after 2 ms, independently; otherwise lognormal(40 ms, 0.35)",
-                origins: vec![shedding.clone(), shedding],
-            }
-        }
-        "shedding-tail" => {
-            // Both origins heavy-tailed and both shedding: a hedge to the
-            // peer meets the same 2% of fast 503s the primary does.
-            let shedding = OriginSpec {
-                fast_failure: Some((0.02, 503, 2.0)),
-                ..origin(heavy_tail())
-            };
-            Scenario {
-                name: "shedding-tail",
-                description: "both origins heavy-tail (lognormal(40 ms, 0.35), 2% +800 ms) and each sheds 2% of requests with a 503 after 2 ms, independently",
-                origins: vec![shedding.clone(), shedding],
             }
         }
         _ => return None,

@@ -1,0 +1,92 @@
+//! A simulation's setup from its parameters, and its summary once the
+//! last event has run.
+
+use std::collections::BinaryHeap;
+
+use super::{RunResult, Sim, SimParams};
+use crate::config;
+use crate::pop::aggregate::PopAggregate;
+use crate::pop::upkeep::PushAdmission;
+use crate::race::Hedger;
+use crate::sim::origin::Origin;
+use crate::sim::rng::Rng;
+use crate::sim::timeline::Timeline;
+
+impl<'a> Sim<'a> {
+    /// A simulation of `params` whose isolates run `hedge_params`, before
+    /// its first arrival.
+    pub(super) fn new(params: &'a SimParams, hedge_params: &config::Params) -> Self {
+        Sim {
+            params,
+            now: 0.0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            hedgers: (0..params.isolates.max(1))
+                .map(|i| {
+                    Hedger::new(
+                        hedge_params.clone(),
+                        params.aggregator_rtt_ms.is_some(),
+                        0.0,
+                        Rng::new(params.seed, 1_000 + i as u64).next_u64(),
+                    )
+                })
+                .collect(),
+            aggregator: params
+                .aggregator_rtt_ms
+                .map(|_| PopAggregate::new(hedge_params.pop.aggregate)),
+            admission: PushAdmission::new(params.aggregator_capacity_per_s),
+            pushes: Vec::new(),
+            origin_names: (0..params.scenario.origins.len())
+                .map(|i| format!("o{i}"))
+                .collect(),
+            route_names: (0..params.routes.max(1))
+                .map(|i| format!("/r{i}"))
+                .collect(),
+            origins: params
+                .scenario
+                .origins
+                .iter()
+                .enumerate()
+                .map(|(i, spec)| Origin::new(spec.clone(), params.seed, i as u64))
+                .collect(),
+            requests: Vec::new(),
+            rng: Rng::new(params.seed, 1),
+            result: RunResult {
+                per_origin: vec![0; params.scenario.origins.len()],
+                timeline: Timeline::new(params.scenario.origins.len()),
+                ..RunResult::default()
+            },
+            measure_from_ms: params.warmup_seconds * 1000.0,
+            loop_free_at: vec![0.0; params.isolates.max(1)],
+            loop_busy_ms: 0.0,
+        }
+    }
+
+    /// The run's result, with what is summed over its isolates and requests.
+    pub(super) fn summarise(mut self) -> RunResult {
+        self.result.simulated = self.requests.len() as u64;
+        for h in &self.hedgers {
+            self.result.isolate_busy_skips += h.isolate_lag.skipped;
+            for origin in 0..self.params.scenario.origins.len() {
+                if let Some(cells) = h.payoff.cells(origin) {
+                    self.result.unpaid_skips += cells.iter().map(|c| c.left_out).sum::<u64>();
+                }
+            }
+        }
+        self.result.isolate_busy_share =
+            self.loop_busy_ms / (self.params.seconds * 1000.0 * self.hedgers.len() as f64);
+        let (wait_sum, waits) = self.result.loop_waits;
+        self.result.mean_loop_wait_ms = if waits > 0 {
+            wait_sum / waits as f64
+        } else {
+            0.0
+        };
+        let p99 = crate::sim::percentile::percentile(&mut self.result.latencies_ms.clone(), 0.99);
+        for &(latency, why) in &self.result.unhedged {
+            if latency >= p99 {
+                *self.result.slow_unhedged.entry(why).or_default() += 1;
+            }
+        }
+        self.result
+    }
+}
