@@ -19,6 +19,7 @@
 //! - [`isolate`]: the facade a request's pipeline calls: admission, cache use,
 //!   the race, completion; the stats page's view.
 //! - [`config`], [`no_hedge`]: the configuration, and why a request was not hedged.
+//! - [`edge`]: everything the Worker's glue may name (it imports nothing else).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
@@ -27,6 +28,7 @@ pub mod admission;
 pub mod cache;
 pub mod capped_map;
 pub mod config;
+pub mod edge;
 pub mod estimation;
 pub mod isolate;
 pub mod no_hedge;

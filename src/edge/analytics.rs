@@ -10,7 +10,7 @@
 
 use worker::{console_warn, AnalyticsEngineDataPointBuilder, AnalyticsEngineDataset, Env};
 
-use hedgehog_core::observe::request_log::RequestLine;
+use hedgehog_core::edge::RequestLine;
 
 /// The optional dataset binding.
 pub(crate) const ANALYTICS_BINDING: &str = "ANALYTICS";

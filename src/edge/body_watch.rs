@@ -17,7 +17,7 @@ use worker::wasm_bindgen_futures::spawn_local;
 use worker::{console_warn, web_sys, Delay};
 
 use super::fixed_length_body::hold_to_length;
-use hedgehog_core::request::body_watch::{fixed_length, idle_message};
+use hedgehog_core::edge::{fixed_length, idle_message};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BodyState {

@@ -30,13 +30,11 @@ use super::clock::random_hex;
 use super::connections::Connections;
 use super::reply::{drop_hop_by_hop, null_body_status};
 use super::request_body::HeldClaim;
-use hedgehog_core::cache::conditional::{updated_by_304, NOT_MODIFIED_OMITS};
-use hedgehog_core::cache::freshness::StoredMeta;
-use hedgehog_core::cache::policy::{
-    variant_key, vary_rule, EntryMeta, VaryRule, GENERATION_HEADER, HIDDEN_FROM_RUNTIME,
-    INTERNAL_HEADER_PREFIX, META_HEADER, VARY_MARKER_HEADER,
+use hedgehog_core::edge::{
+    body_whole, fixed_length, updated_by_304, variant_key, vary_rule, EntryMeta, StoredMeta,
+    VaryRule, GENERATION_HEADER, HIDDEN_FROM_RUNTIME, INTERNAL_HEADER_PREFIX, META_HEADER,
+    NOT_MODIFIED_OMITS, VARY_MARKER_HEADER,
 };
-use hedgehog_core::request::body_watch::{body_whole, fixed_length};
 
 fn default_cache() -> Option<web_sys::Cache> {
     let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();

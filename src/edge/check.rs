@@ -11,9 +11,8 @@ use worker::wasm_bindgen;
 use worker::wasm_bindgen::prelude::wasm_bindgen;
 use worker::wasm_bindgen::JsValue;
 
-use hedgehog_core::config;
-
 use super::env_vars;
+use hedgehog_core::edge::{parse_config, parse_config_lenient, SECRET_KEYS};
 
 #[derive(Serialize)]
 struct Problem<'a> {
@@ -42,10 +41,10 @@ struct CheckJson<'a> {
 #[allow(unreachable_pub)] // exported to JavaScript, not to Rust
 pub fn check_config(vars: JsValue) -> String {
     let vars = env_vars::vars_of(&vars);
-    let (errors, origins) = match config::parse(&vars) {
+    let (errors, origins) = match parse_config(&vars) {
         Ok(params) => (Vec::new(), params.origins),
         Err(errors) => {
-            let origins = config::parse_lenient(&vars)
+            let origins = parse_config_lenient(&vars)
                 .map(|(p, _)| p.origins)
                 .unwrap_or_default();
             (errors, origins)
@@ -64,7 +63,7 @@ pub fn check_config(vars: JsValue) -> String {
                 url: &o.base_url,
             })
             .collect(),
-        secrets: config::SECRET_KEYS,
+        secrets: SECRET_KEYS,
     };
     serde_json::to_string(&out).unwrap_or_default()
 }

@@ -11,7 +11,7 @@ use worker::Delay;
 
 use super::clock::now_ms;
 use super::isolate;
-use hedgehog_core::request::coalesce::{poll_interval_ms, FlightId, FlightState};
+use hedgehog_core::edge::{poll_interval_ms, FlightId, FlightState};
 
 /// Held by the request leading a flight. Dropping it without
 /// [`LeaderGuard::stored`] releases the waiters to fetch for themselves.

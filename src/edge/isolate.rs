@@ -14,8 +14,7 @@ use worker::{console_error, js_sys};
 
 use super::env_vars::{pop_bound, read_vars};
 
-use hedgehog_core::config::{self, ConfigError};
-use hedgehog_core::isolate::Isolate;
+use hedgehog_core::edge::{parse_config_lenient, ConfigError, Isolate};
 
 /// The isolate, shared by its requests (each borrows it between awaits).
 pub(crate) type Shared = Rc<RefCell<Isolate>>;
@@ -36,7 +35,7 @@ thread_local! {
 pub(crate) fn get(env: &Env, now_ms: f64) -> Result<Shared, Rc<Vec<ConfigError>>> {
     STATE.with(|cell| {
         let mut slot = cell.borrow_mut();
-        let state = slot.get_or_insert_with(|| match config::parse_lenient(&read_vars(env)) {
+        let state = slot.get_or_insert_with(|| match parse_config_lenient(&read_vars(env)) {
             Ok((params, errors)) => {
                 // Said once per isolate, not per request; the stats page
                 // lists them too.

@@ -13,10 +13,9 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::web_sys;
 
 use super::request_body::ClientBodyFault;
-use hedgehog_core::isolate::Admission;
-use hedgehog_core::race::Leg;
-use hedgehog_core::request::outbound::{
-    connection_tokens, traceparent, TraceContext, HEDGE_ATTEMPT_HEADER, REQUEST_ID_HEADER,
+use hedgehog_core::edge::{
+    connection_tokens, traceparent, Admission, Leg, TraceContext, HEDGE_ATTEMPT_HEADER,
+    REQUEST_ID_HEADER,
 };
 
 /// The request body as the legs can use it.

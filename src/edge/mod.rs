@@ -40,7 +40,7 @@ mod websocket;
 
 use worker::{console_error, event, web_sys, Context, Env};
 
-use hedgehog_core::isolate::{Admit, RequestHead};
+use hedgehog_core::edge::{Admit, RequestHead};
 
 /// Every request: the isolate admits it, and its route's handler answers.
 #[event(fetch)]

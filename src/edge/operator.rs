@@ -20,8 +20,7 @@ use super::isolate::Shared;
 use super::pop::client::ask;
 use super::pop::colo;
 use super::reply;
-use hedgehog_core::config::OperatorPage;
-use hedgehog_core::observe::exposition::Format;
+use hedgehog_core::edge::{Format, OperatorPage};
 
 /// The dashboard: one self-contained page (uPlot and the page's script and
 /// styles inline; `node scripts/build-dashboard.mjs` writes it), a static

@@ -16,9 +16,10 @@ use super::race::{self, Outcome, RaceReport, Target};
 use super::reply::{self, CacheServe, Timing};
 use super::request_body::{self, BodyRead, ClientBodyFault, HeldClaim};
 use super::{analytics, pop, refresh, request_log};
-use hedgehog_core::cache::conditional::{not_modified, CONDITIONAL_REQUEST_HEADERS};
-use hedgehog_core::isolate::{Admission, Answer, BodyPlan, EntryUse};
-use hedgehog_core::request::coalesce::{FlightState, Role};
+use hedgehog_core::edge::{
+    not_modified, Admission, Answer, BodyPlan, EntryUse, FlightState, Role,
+    CONDITIONAL_REQUEST_HEADERS,
+};
 
 /// How much of a refused GET/HEAD body is read (and dropped) before the 400.
 const REFUSED_BODY_DRAIN_BYTES: usize = 64 * 1024;

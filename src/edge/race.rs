@@ -16,7 +16,7 @@ use super::clock::now_ms;
 use super::connections::{Connections, Slot};
 use super::isolate::Shared;
 use super::leg::{self, OutboundBody, OutboundRequest};
-use hedgehog_core::race::{Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState, INVALID_STATUS};
+use hedgehog_core::edge::{Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState, INVALID_STATUS};
 
 /// Where a race's legs go: the client's path and query on each origin.
 #[derive(Debug)]

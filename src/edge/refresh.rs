@@ -17,7 +17,7 @@ use super::leg::{self, OutboundBody, OutboundRequest};
 use super::race::{self, Outcome, RaceReport, Target};
 use super::request_body::ClientBodyFault;
 use super::{analytics, request_log};
-use hedgehog_core::isolate::{Admission, Answer};
+use hedgehog_core::edge::{Admission, Answer};
 
 /// Starts the refresh of `entry` (served stale to `client`'s request) in
 /// the background, unless one for the key runs already.

@@ -7,10 +7,10 @@ use worker::{web_sys, Response};
 use super::body_watch;
 use super::isolate::Shared;
 use super::race::{Outcome, RaceReport};
-use hedgehog_core::config::ConfigError;
-use hedgehog_core::isolate::{leg_lines, public_leg, Completion};
-use hedgehog_core::observe::request_log::LegLine;
-use hedgehog_core::request::outbound::{connection_tokens, HOP_BY_HOP, REQUEST_ID_HEADER};
+use hedgehog_core::edge::{
+    connection_tokens, leg_lines, public_leg, Completion, ConfigError, LegLine, HOP_BY_HOP,
+    REQUEST_ID_HEADER,
+};
 
 /// Response header saying which leg answered: `none`, `primary` or `hedge`
 /// (`cache` for a cache hit, `coalesced` for a response shared with a

@@ -22,7 +22,7 @@ use worker::{web_sys, ByteStream, Delay};
 
 use super::fixed_length_body::pipe_through_runtime;
 use super::isolate;
-use hedgehog_core::request::eligibility::NotHedgeableReason;
+use hedgehog_core::edge::NotHedgeableReason;
 
 /// What reading the body found.
 #[derive(Debug)]

@@ -6,7 +6,7 @@ use worker::{console_error, console_log, AnalyticsEngineDataset};
 
 use super::clock::now_ms;
 use super::isolate::Shared;
-use hedgehog_core::observe::request_log::RequestLine;
+use hedgehog_core::edge::RequestLine;
 
 /// Completes the line with the status sent, and writes what the isolate
 /// bills for it: the line (at the configured level) and a data point (a

@@ -11,7 +11,7 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::{console_error, js_sys, web_sys};
 
 use super::reply;
-use hedgehog_core::request::outbound::REQUEST_ID_HEADER;
+use hedgehog_core::edge::REQUEST_ID_HEADER;
 
 /// Forwards the upgrade request `req` to `url` on the primary origin (the
 /// isolate chose it as it chooses every primary).

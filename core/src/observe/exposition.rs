@@ -211,7 +211,7 @@ const COUNT_FAMILIES: [(&str, Kind, &str, Read); 11] = [
 ];
 
 /// The counter and histogram families of `counts` (both scopes have them),
-/// as [`COUNT_FAMILIES`] lists them.
+/// as the table of count families lists them.
 pub fn write_counts(x: &mut Exposition, counts: &MetricCounts) {
     for (name, kind, help, read) in COUNT_FAMILIES {
         x.family(name, kind, help);

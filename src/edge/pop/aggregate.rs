@@ -20,12 +20,10 @@ use worker::{
 use super::probes::probe_all;
 use crate::edge::clock::now_ms;
 use crate::edge::env_vars::read_vars;
-use hedgehog_core::config::{self, ProbeParams};
-use hedgehog_core::observe::exposition::Format;
-use hedgehog_core::pop::aggregate::{PopAggregate, PopKey, PopParams};
-use hedgehog_core::pop::push::{ErrorReport, OriginRate, Push};
-use hedgehog_core::pop::upkeep::{
-    PushAdmission, SnapshotSchedule, SHED_ABOVE_PUSHES_PER_S, SHED_RETRY_AFTER_S,
+use hedgehog_core::edge::{
+    default_config, parse_config_lenient, ErrorReport, Format, OriginRate, PopAggregate, PopKey,
+    PopParams, ProbeParams, Push, PushAdmission, SnapshotSchedule, SHED_ABOVE_PUSHES_PER_S,
+    SHED_RETRY_AFTER_S,
 };
 // The `#[durable_object]` expansion names `wasm_bindgen` by its bare path.
 use worker::wasm_bindgen;
@@ -129,9 +127,9 @@ impl DurableObject for PopAggregator {
         // Same vars as the Worker, read the same lenient way; a
         // configuration the Worker rejects leaves the aggregator on its
         // defaults (the Worker pushes nothing then).
-        let all = config::parse_lenient(&read_vars(&env))
+        let all = parse_config_lenient(&read_vars(&env))
             .map(|(p, _)| p)
-            .unwrap_or_else(|_| config::defaults());
+            .unwrap_or_else(|_| default_config());
         let (params, budget_ratio) = (all.pop.aggregate, all.budget.percent / 100.0);
         let probes = all.pop.probes.clone();
         let probe_targets = match &probes.path {

@@ -22,7 +22,7 @@ use crate::edge::connections::Connections;
 use crate::edge::env_vars::POP_BINDING;
 use crate::edge::isolate::{self, Shared};
 use crate::edge::pop::aggregate::POP_NAME_HEADER;
-use hedgehog_core::pop::push::PushReply;
+use hedgehog_core::edge::PushReply;
 
 /// Sends `body`, a push the isolate found due, in the background; the
 /// reply goes back to the isolate.

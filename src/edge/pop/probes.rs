@@ -11,7 +11,7 @@ use worker::wasm_bindgen::JsCast;
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{web_sys, Delay};
 
-use hedgehog_core::pop::probes::{judge, ProbeResult};
+use hedgehog_core::edge::{judge_probe, ProbeResult};
 
 /// Marks a probe so an origin can tell it from user traffic.
 const PROBE_HEADER: &str = "x-hedge-probe";
@@ -26,7 +26,7 @@ pub(crate) async fn probe_all(
         let started = worker::Date::now().as_millis() as f64;
         let status = probe(&url, timeout_ms).await;
         let elapsed = worker::Date::now().as_millis() as f64 - started;
-        (name, judge(status), elapsed)
+        (name, judge_probe(status), elapsed)
     }))
     .await
 }

@@ -1,0 +1,61 @@
+//! The core as the Worker's glue (`src/edge`) sees it: everything the glue
+//! may name, in one place, so the boundary between I/O and decisions is
+//! one list that a change to either side has to pass through. The glue
+//! imports nothing from the core but this module.
+//!
+//! Grouped by what the glue does with it.
+
+/// The isolate: a request's admission, cache use, race and completion, and
+/// the operator pages' views.
+pub use crate::isolate::{
+    leg_lines, public_leg, Admission, Admit, Answer, BodyPlan, Completion, EntryUse, Isolate,
+    RequestHead,
+};
+
+/// The configuration the isolate and the aggregator run on.
+pub use crate::config::{
+    defaults as default_config, parse as parse_config, parse_lenient as parse_config_lenient,
+    ConfigError, OperatorPage, ProbeParams, SECRET_KEYS,
+};
+
+/// One race, carried out by the glue's driver.
+pub use crate::race::{Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState, INVALID_STATUS};
+
+/// What a leg sends and what the client gets back: headers, ids, traces.
+pub use crate::request::outbound::{
+    connection_tokens, traceparent, TraceContext, HEDGE_ATTEMPT_HEADER, HOP_BY_HOP,
+    REQUEST_ID_HEADER,
+};
+
+/// A request body read, a response body watched, a coalesced flight waited on.
+pub use crate::request::{
+    body_watch::{body_whole, fixed_length, idle_message},
+    coalesce::{poll_interval_ms, FlightId, FlightState, Role},
+    eligibility::NotHedgeableReason,
+};
+
+/// The shared cache's storage format: keys, variants, the stored entry's
+/// meta, and what a 304 and a conditional hit change.
+pub use crate::cache::{
+    conditional::{not_modified, updated_by_304, CONDITIONAL_REQUEST_HEADERS, NOT_MODIFIED_OMITS},
+    freshness::StoredMeta,
+    policy::{
+        variant_key, vary_rule, EntryMeta, VaryRule, GENERATION_HEADER, HIDDEN_FROM_RUNTIME,
+        INTERNAL_HEADER_PREFIX, META_HEADER, VARY_MARKER_HEADER,
+    },
+};
+
+/// The log line and the metrics text's format.
+pub use crate::observe::{
+    exposition::Format,
+    request_log::{LegLine, RequestLine},
+};
+
+/// The PoP: the push and its reply, the aggregator in its Durable Object,
+/// its upkeep and its probes.
+pub use crate::pop::{
+    aggregate::{PopAggregate, PopKey, PopParams},
+    probes::{judge as judge_probe, ProbeResult},
+    push::{ErrorReport, OriginRate, Push, PushReply},
+    upkeep::{PushAdmission, SnapshotSchedule, SHED_ABOVE_PUSHES_PER_S, SHED_RETRY_AFTER_S},
+};
