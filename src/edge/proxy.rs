@@ -17,8 +17,7 @@ use super::reply::{self, CacheServe, Timing};
 use super::request_body::{self, BodyRead, ClientBodyFault, HeldClaim};
 use super::{analytics, pop, refresh, request_log};
 use hedgehog_core::edge::{
-    not_modified, Admission, Answer, BodyPlan, EntryUse, FlightState, Role,
-    CONDITIONAL_REQUEST_HEADERS,
+    not_modified, Admission, BodyPlan, EntryUse, FlightState, Role, CONDITIONAL_REQUEST_HEADERS,
 };
 
 /// How much of a refused GET/HEAD body is read (and dropped) before the 400.
@@ -296,17 +295,15 @@ async fn finish(
     mut miss: Miss,
 ) -> worker::Result<web_sys::Response> {
     let dataset = analytics::dataset(env);
+    let stale_if_error = matches!(miss.stale, Some((_, true)));
+    let done = report.complete(
+        isolate,
+        admission,
+        client.url,
+        stale_if_error,
+        dataset.is_some(),
+    );
     let kept = report.kept_response();
-    let kept_headers = kept.map(web_sys::Response::headers);
-    let header = |name: &str| kept_headers.as_ref()?.get(name).ok().flatten();
-    let answer = Answer {
-        status: kept.map(web_sys::Response::status),
-        header: &header,
-        stale_if_error: matches!(miss.stale, Some((_, true))),
-        analytics: dataset.is_some(),
-    };
-    let done =
-        (isolate.borrow_mut()).complete(admission, &report.state, &answer, client.url, now_ms());
     cache::delete_all(&done.invalidate, client.connections).await;
     if let (Some((meta, keep_secs)), Some(response)) = (done.store, kept) {
         let target = cache::StoreTarget {

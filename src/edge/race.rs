@@ -16,7 +16,10 @@ use super::clock::now_ms;
 use super::connections::{Connections, Slot};
 use super::isolate::Shared;
 use super::leg::{self, OutboundBody, OutboundRequest};
-use hedgehog_core::edge::{Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState, INVALID_STATUS};
+use hedgehog_core::edge::{
+    Admission, Answer, Completion, Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState,
+    INVALID_STATUS,
+};
 
 /// Where a race's legs go: the client's path and query on each origin.
 #[derive(Debug)]
@@ -64,6 +67,30 @@ impl RaceReport {
             | Outcome::BothFailed(Some((_, response))) => Some(response),
             _ => None,
         }
+    }
+
+    /// The isolate's completion of `admission`'s race for `url`, handed the
+    /// kept response's status and headers (read as the core asks for them);
+    /// `stale_if_error` when a stale entry may stand in for a failure,
+    /// `analytics` when a dataset is bound.
+    pub(crate) fn complete(
+        &self,
+        isolate: &Shared,
+        admission: &Admission,
+        url: &str,
+        stale_if_error: bool,
+        analytics: bool,
+    ) -> Completion {
+        let kept = self.kept_response();
+        let kept_headers = kept.map(web_sys::Response::headers);
+        let header = |name: &str| kept_headers.as_ref()?.get(name).ok().flatten();
+        let answer = Answer {
+            status: kept.map(web_sys::Response::status),
+            header: &header,
+            stale_if_error,
+            analytics,
+        };
+        (isolate.borrow_mut()).complete(admission, &self.state, &answer, url, now_ms())
     }
 }
 

@@ -17,7 +17,7 @@ use super::leg::{self, OutboundBody, OutboundRequest};
 use super::race::{self, Outcome, RaceReport, Target};
 use super::request_body::ClientBodyFault;
 use super::{analytics, request_log};
-use hedgehog_core::edge::{Admission, Answer};
+use hedgehog_core::edge::Admission;
 
 /// Starts the refresh of `entry` (served stale to `client`'s request) in
 /// the background, unless one for the key runs already.
@@ -112,22 +112,14 @@ impl End<'_> {
                 }
             }
         }
-        let kept = report.kept_response();
-        let kept_headers = kept.map(web_sys::Response::headers);
-        let header = |name: &str| kept_headers.as_ref()?.get(name).ok().flatten();
-        let answer = Answer {
-            status: kept.map(web_sys::Response::status),
-            header: &header,
-            stale_if_error: false,
-            analytics: self.dataset.is_some(),
-        };
-        let done = (self.shared.borrow_mut()).complete(
+        let done = report.complete(
+            self.shared,
             refresh,
-            &report.state,
-            &answer,
             self.url,
-            now_ms(),
+            false,
+            self.dataset.is_some(),
         );
+        let kept = report.kept_response();
         // The status the line records: the origin's, else what a client
         // would have been answered.
         let status = match (&report.outcome, kept) {
