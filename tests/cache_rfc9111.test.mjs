@@ -309,6 +309,38 @@ test("a failed background refresh shows among the recent errors, not as a client
   assert.equal((await get(w, "/swr-failed")).body, "copy 1");
 });
 
+test("a refresh whose entry a write removed meanwhile is still counted, and its bare 304 is not stored", async () => {
+  let reads = 0;
+  const a = await origin("a", (req) => {
+    if (req.method !== "GET") return { status: 204, body: "" };
+    // The refresh (conditional) is answered 304 slowly: a write lands first.
+    if (req.headers["if-none-match"]) return { delayMs: 500, status: 304, headers: { etag: '"v1"', "cache-control": "max-age=60" }, body: "" };
+    reads++;
+    return { headers: { "cache-control": "max-age=1, stale-while-revalidate=30", etag: '"v1"' }, body: `copy ${reads}` };
+  });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" }, HEDGE_STATS_TOKEN: TOKEN });
+  await get(w, "/swr-gone");
+  await stored(w, "/swr-gone");
+  await sleep(2_100);
+  assert.equal((await get(w, "/swr-gone")).via, "stale");
+  await a.waitFor("request", (r) => r.headers["if-none-match"], 5_000);
+  const write = await w.fetch("/swr-gone", { method: "PUT", body: "x" });
+  await write.arrayBuffer();
+  assert.equal(write.status, 204);
+  await a.waitFor("finish", (r) => r.headers["if-none-match"], 5_000);
+  let view;
+  for (let tries = 0; tries < 50; tries++) {
+    view = await operatorView(w, "/swr-gone");
+    if (view.requests === 3) break;
+    await sleep(50);
+  }
+  assert.equal(view.requests, 3, "the first read, the write and the refresh");
+  // Nothing stale or bodiless was stored: the next read goes to the origin.
+  const next = await get(w, "/swr-gone");
+  assert.equal(next.body, "copy 2");
+  assert.notEqual(next.via, "cache");
+});
+
 test("a refresh asks about the stored entry, never the client's own conditional question", async () => {
   const modified = "Fri, 15 Jan 2027 08:00:00 GMT";
   const a = await origin("a", (req) =>

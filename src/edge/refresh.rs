@@ -105,10 +105,11 @@ impl End<'_> {
             if response.status() == 304 {
                 // The stored body is read again: the client's copy used the first.
                 let found = cache::lookup(self.url, self.request_headers, self.connections).await;
-                match found.entry.map(|entry| cache::updated_by(&entry, response)) {
-                    Some(Ok(updated)) => *response = updated,
-                    // Gone from the cache meanwhile: nothing to update.
-                    _ => return,
+                // Gone from the cache meanwhile (a write, an eviction): the
+                // bare 304 is still counted and logged, and stores nothing
+                // (304 is not a stored status).
+                if let Some(Ok(updated)) = found.entry.map(|e| cache::updated_by(&e, response)) {
+                    *response = updated;
                 }
             }
         }

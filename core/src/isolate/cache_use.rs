@@ -53,7 +53,7 @@ impl Isolate {
 
     /// Whether an answer for `url` requested at `requested_ms` may be
     /// stored: not when a write invalidated `url` since.
-    pub fn may_store(&self, url: &str, requested_ms: f64) -> bool {
+    pub(super) fn may_store(&self, url: &str, requested_ms: f64) -> bool {
         !self.invalidations.since(url, requested_ms)
     }
 
