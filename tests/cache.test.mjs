@@ -5,6 +5,9 @@ import assert from "node:assert/strict";
 import { origins } from "./support/worker.mjs";
 import { origin, worker } from "./support/harness.mjs";
 import { stored } from "./support/cache.mjs";
+import { parseMetrics } from "./support/metrics.mjs";
+
+const TOKEN = "test-token-0123456789abcdef";
 
 async function setup(headers) {
   const a = await origin("a", (req) => ({ headers, body: `body-of-${req.url}` }));
@@ -74,7 +77,7 @@ test("50 concurrent identical cacheable GETs make one origin request and get 50 
     headers: { "cache-control": "public, max-age=60" },
     body: bigBody(req.url, size),
   }));
-  const w = await worker({ HEDGE_ORIGINS: origins(a) });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_STATS_TOKEN: TOKEN });
   // Coalescing starts once the route has shown it answers storably: one
   // earlier response on the same route (another URL) teaches the isolate.
   const warm = await w.fetch("/hot/warm-up", { headers: { "accept-encoding": "identity" } });
@@ -100,6 +103,11 @@ test("50 concurrent identical cacheable GETs make one origin request and get 50 
   assert.ok(hedges <= 1, `${hedges} hedges`);
   assert.equal(hot.length - hedges, 1, `origin requests: ${hot.length}`);
   assert.equal(labels.coalesced, 49, JSON.stringify(labels));
+  // The metrics count them as the clients saw them.
+  const text = await (await w.fetch("/__hedge/metrics", { headers: { authorization: `Bearer ${TOKEN}` } })).text();
+  const m = parseMetrics(text, "prometheus");
+  assert.equal(m.sum("hedgehog_served_total", { how: "coalesced" }), 49);
+  assert.equal(m.sum("hedgehog_served_total", { how: "origin" }), 2, "the warm-up and the leader");
 });
 
 test("credentialed and no-cache requests are not coalesced", async () => {

@@ -13,6 +13,7 @@ import { captureLogs } from "./support/logs.mjs";
 import { parseMetrics } from "./support/metrics.mjs";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const TOKEN = "test-token-0123456789abcdef";
 
 async function get(w, path, headers = {}) {
   const res = await w.fetch(path, { headers, redirect: "manual" });
@@ -159,7 +160,7 @@ test("stale-if-error is not freshness: a healthy origin is asked, a failing one 
       ? { status: 503, body: "down" }
       : { headers: { "cache-control": "max-age=1, stale-if-error=60" }, body: `copy ${++n}` },
   );
-  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" }, HEDGE_LOG_LEVEL: "off" });
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" }, HEDGE_LOG_LEVEL: "off", HEDGE_STATS_TOKEN: TOKEN });
   assert.equal((await get(w, "/sie")).body, "copy 1");
   await stored(w, "/sie");
   await sleep(2_100);
@@ -175,6 +176,9 @@ test("stale-if-error is not freshness: a healthy origin is asked, a failing one 
   assert.equal(rescued.via, "stale");
   assert.match(rescued.headers.get("server-timing"), /cache;desc="stale-if-error"/);
   assert.ok(Number(rescued.headers.get("age")) >= 2, `Age ${rescued.headers.get("age")}`);
+  // The rescue is the stale copy's, not the origin's answer, in the metrics.
+  const view = await operatorView(w, "/sie");
+  assert.deepEqual(["origin", "stale-if-error"].map(view.served), [2, 1]);
 });
 
 test("must-revalidate forbids the stale rescue: the origin's own failure goes out", async () => {
@@ -229,7 +233,6 @@ test("stale-while-revalidate serves the stale copy at once and refreshes it once
   assert.equal(a.requests.length, 2, "one refresh for five stale hits");
 });
 
-const TOKEN = "test-token-0123456789abcdef";
 
 /** A stale entry for `path` on worker `w`, refreshed in the background by one stale hit. */
 async function refreshOnce(w, a, path) {
@@ -250,6 +253,7 @@ async function operatorView(w, route) {
     requests: stats.routes.filter((r) => r.route === route).reduce((n, r) => n + r.requests, 0),
     metricRequests: m.value("hedgehog_requests_total", { route }),
     clientErrors: m.value("hedgehog_client_errors_total", { route }) ?? 0,
+    served: (how) => m.value("hedgehog_served_total", { route, how }) ?? 0,
   };
 }
 
@@ -282,6 +286,12 @@ test("a background refresh is counted in the stats and metrics and logged as a r
   assert.equal(view.clientErrors, 0);
   // The 304 refreshed the entry: the next request is a plain hit.
   assert.equal((await get(w, "/swr-seen")).via, "cache");
+  // Every request in the metrics by how it was answered, the hits too.
+  const after = await operatorView(w, "/swr-seen");
+  assert.deepEqual(
+    ["origin", "stale-while-revalidate", "refresh", "hit", "coalesced", "stale-if-error"].map(after.served),
+    [1, 1, 1, 1, 0, 0],
+  );
 });
 
 test("a failed background refresh shows among the recent errors, not as a client's error", async () => {

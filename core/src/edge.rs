@@ -45,9 +45,10 @@ pub use crate::cache::{
     },
 };
 
-/// The log line and the metrics text's format.
+/// The log line, the metrics text's format, how a request was answered.
 pub use crate::observe::{
     exposition::Format,
+    metrics::Served,
     request_log::{LegLine, RequestLine},
 };
 

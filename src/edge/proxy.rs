@@ -13,11 +13,12 @@ use super::coalesce::{self, LeaderGuard};
 use super::isolate::Shared;
 use super::leg::{self, OutboundBody, OutboundRequest};
 use super::race::{self, Outcome, RaceReport, Target};
-use super::reply::{self, CacheServe, Timing};
+use super::reply::{self, Timing};
 use super::request_body::{self, BodyRead, ClientBodyFault, HeldClaim};
 use super::{analytics, pop, refresh, request_log};
 use hedgehog_core::edge::{
-    not_modified, Admission, BodyPlan, EntryUse, FlightState, Role, CONDITIONAL_REQUEST_HEADERS,
+    not_modified, Admission, BodyPlan, EntryUse, FlightState, Role, Served,
+    CONDITIONAL_REQUEST_HEADERS,
 };
 
 /// How much of a refused GET/HEAD body is read (and dropped) before the 400.
@@ -194,7 +195,7 @@ async fn consult_cache(
 ) -> worker::Result<Result<Miss, worker::Result<web_sys::Response>>> {
     let request_id = &admission.request_id;
     let mut found = cache::Lookup::default();
-    let mut serve_as = CacheServe::Hit;
+    let mut coalesced = false;
     if let Role::Waiter(id) = admission.role {
         let signal = client.req.signal();
         let Some(outcome) = coalesce::wait_for(client.url, id, || signal.aborted()).await else {
@@ -202,12 +203,12 @@ async fn consult_cache(
         };
         if matches!(outcome, FlightState::Stored | FlightState::Unknown) {
             found = cache::lookup(client.url, client.headers, client.connections).await;
-            serve_as = CacheServe::Coalesced;
+            coalesced = true;
         }
         // Nothing shared (or another variant): fetch as if this request had come alone.
     }
     // A waiter that found nothing in the cache does not look again.
-    if admission.look_up_cache && serve_as == CacheServe::Hit {
+    if admission.look_up_cache && !coalesced {
         found = cache::lookup(client.url, client.headers, client.connections).await;
     }
     let Some(entry) = found.entry.take() else {
@@ -219,12 +220,9 @@ async fn consult_cache(
     };
     let judged = isolate
         .borrow_mut()
-        .judge_entry(admission, &entry.meta.freshness);
+        .judge_entry(admission, &entry.meta.freshness, coalesced);
     let (age_s, how) = match judged {
-        Some(EntryUse::Serve { age_s, refresh }) if refresh => {
-            (age_s, CacheServe::StaleWhileRevalidate)
-        }
-        Some(EntryUse::Serve { age_s, .. }) => (age_s, serve_as),
+        Some(EntryUse::Serve { age_s, how }) => (age_s, how),
         stale => {
             let if_error = matches!(stale, Some(EntryUse::Stale { if_error: true }));
             return Ok(Ok(Miss {
@@ -238,7 +236,7 @@ async fn consult_cache(
     if let Some(leader) = leader.take() {
         leader.stored();
     }
-    if how == CacheServe::StaleWhileRevalidate {
+    if how == Served::StaleWhileRevalidate {
         refresh::spawn(ctx, env, isolate, client, admission, &entry);
     }
     Ok(Err(serve_entry(client, admission, &entry, age_s, how)))
@@ -251,12 +249,12 @@ fn serve_entry(
     admission: &Admission,
     entry: &Entry,
     age_s: u64,
-    how: CacheServe,
+    how: Served,
 ) -> worker::Result<web_sys::Response> {
     // Only an entry with a validator can answer 304; its validators are
     // read only for a conditional request.
     let header = |name: &str| client.headers.get(name).ok().flatten();
-    let validated = how == CacheServe::Hit && entry.meta.freshness.has_validator;
+    let validated = how == Served::Hit && entry.meta.freshness.has_validator;
     let (inm, ims) = match validated {
         true => (header("if-none-match"), header("if-modified-since")),
         false => (None, None),
@@ -337,7 +335,7 @@ async fn finish(
             }
             let age_s = entry.meta.freshness.current_age_s(timing.now_ms / 1000.0) as u64;
             cache::served(entry, age_s, false).and_then(|served| {
-                let how = CacheServe::StaleIfError;
+                let how = Served::StaleIfError;
                 reply::cache_hit_response(served, how, &admission.request_id, timing)
             })
         }

@@ -8,7 +8,7 @@ use super::body_watch;
 use super::isolate::Shared;
 use super::race::{Outcome, RaceReport};
 use hedgehog_core::edge::{
-    connection_tokens, leg_lines, public_leg, Completion, ConfigError, LegLine, HOP_BY_HOP,
+    connection_tokens, leg_lines, public_leg, Completion, ConfigError, LegLine, Served, HOP_BY_HOP,
     REQUEST_ID_HEADER,
 };
 
@@ -123,54 +123,19 @@ pub(crate) fn race_response(
 /// headers are the Worker's own to add to): no origin request, no hedge.
 pub(crate) fn cache_hit_response(
     served: web_sys::Response,
-    how: CacheServe,
+    how: Served,
     request_id: &str,
     timing: Timing,
 ) -> worker::Result<web_sys::Response> {
     let total = timing.now_ms - timing.start_ms;
     let headers = served.headers();
-    headers.set(HEDGE_HEADER, how.label())?;
+    headers.set(HEDGE_HEADER, how.x_hedge())?;
     headers.append(
         "server-timing",
         &format!("cache;desc=\"{}\", total;dur={total:.1}", how.as_str()),
     )?;
     headers.set(REQUEST_ID_HEADER, request_id)?;
     Ok(served)
-}
-
-/// How a response from the cache came to be served.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CacheServe {
-    /// A fresh hit (`x-hedge: cache`).
-    Hit,
-    /// Stored by a concurrent identical request this one waited for
-    /// (`x-hedge: coalesced`).
-    Coalesced,
-    /// Stale within `stale-while-revalidate`, refreshed in the background
-    /// (`x-hedge: stale`).
-    StaleWhileRevalidate,
-    /// Stale within `stale-if-error`, served because no origin gave a good
-    /// answer (`x-hedge: stale`).
-    StaleIfError,
-}
-
-impl CacheServe {
-    fn label(self) -> &'static str {
-        match self {
-            CacheServe::Hit => "cache",
-            CacheServe::Coalesced => "coalesced",
-            CacheServe::StaleWhileRevalidate | CacheServe::StaleIfError => "stale",
-        }
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            CacheServe::Hit => "hit",
-            CacheServe::Coalesced => "coalesced",
-            CacheServe::StaleWhileRevalidate => "stale-while-revalidate",
-            CacheServe::StaleIfError => "stale-if-error",
-        }
-    }
 }
 
 /// A 500 naming every bad configuration key.

@@ -4,17 +4,21 @@
 
 use super::{Admission, BodyPlan, EntryUse, Isolate, MAX_REFRESHES};
 use crate::cache::freshness::{StoredMeta, Verdict};
+use crate::observe::metrics::Served;
 use crate::request::coalesce::{FlightId, FlightState, Role};
 use crate::request::outbound::TraceContext;
 
 impl Isolate {
     /// What the stored entry with `freshness` may do for the admitted
-    /// request; an entry that may be served counts as a storable answer.
-    /// `None` for a request the cache may not answer.
+    /// request (`coalesced`: found after waiting on a flight that stored
+    /// it); an entry that may be served counts as a storable answer, and as
+    /// a request answered from the cache. `None` for a request the cache
+    /// may not answer.
     pub fn judge_entry(
         &mut self,
         admission: &Admission,
         freshness: &StoredMeta,
+        coalesced: bool,
     ) -> Option<EntryUse> {
         let directives = admission.cache.as_ref()?;
         // The request's arrival time: one clock read less on the hit path.
@@ -28,7 +32,13 @@ impl Isolate {
             }
         };
         self.cache_routes.learn(&admission.route);
-        Some(EntryUse::Serve { age_s, refresh })
+        let how = match () {
+            _ if refresh => Served::StaleWhileRevalidate,
+            _ if coalesced => Served::Coalesced,
+            _ => Served::Hit,
+        };
+        self.metrics.served_from_cache(&admission.route, how);
+        Some(EntryUse::Serve { age_s, how })
     }
 
     /// Whether a cacheable request on `route` was answered storably (a

@@ -7,6 +7,7 @@ use crate::cache::freshness::StoredMeta;
 use crate::cache::invalidation::{self, invalidates};
 use crate::cache::policy::response_freshness;
 use crate::config::Params;
+use crate::observe::metrics::Served;
 use crate::observe::request_log::{LegLine, LogLevel, RequestLine};
 use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
 
@@ -226,7 +227,13 @@ impl Isolate {
         if summary.error || (admission.refresh && client_error) {
             self.note_error(state, answer.status, admission.refresh, now_ms);
         }
-        (self.metrics).record(&self.origin_names, state, &summary, total_ms, now_ms);
+        let served = match () {
+            _ if admission.refresh => Served::Refresh,
+            _ if rescue => Served::StaleIfError,
+            _ => Served::Origin,
+        };
+        let names = &self.origin_names;
+        (self.metrics).record(names, state, &summary, served, total_ms, now_ms);
         let status = answer.status.filter(|_| won);
         let (invalidate, store) =
             self.cache_effects(admission, answer, status, rescue, url, now_ms);

@@ -33,7 +33,7 @@ use crate::cache::policy::CacheRoutes;
 use crate::config::{route_policy, Params};
 use crate::observe::error_events::{Billed, ErrorEvents};
 use crate::observe::exposition::Format;
-use crate::observe::metrics::MetricCounts;
+use crate::observe::metrics::{MetricCounts, Served};
 use crate::observe::route_labels::RouteLabels;
 use crate::race::{Hedger, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState};
 use crate::request::coalesce::{Coalescer, Role};
@@ -56,8 +56,9 @@ pub enum EntryUse {
     Serve {
         /// Its age, seconds.
         age_s: u64,
-        /// Stale, served while it is refreshed.
-        refresh: bool,
+        /// Fresh, after a coalesced wait, or stale while it is refreshed
+        /// ([`Served::StaleWhileRevalidate`]: start the refresh).
+        how: Served,
     },
     /// Too stale to serve: revalidate it; `if_error` when it may stand in
     /// for a failed answer (`stale-if-error`).

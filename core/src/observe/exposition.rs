@@ -4,7 +4,7 @@
 //! conventions: a `hedgehog_` prefix, base units (seconds), `_total` on
 //! counters.
 
-use super::metrics::{MetricCounts, RouteMetrics, BUCKETS_S, LEGS, LEG_OUTCOMES};
+use super::metrics::{MetricCounts, RouteMetrics, BUCKETS_S, LEGS, LEG_OUTCOMES, SERVED};
 use crate::admission::payoff::CAUSES;
 use crate::pop::push::RouteDelayReport;
 
@@ -180,6 +180,8 @@ enum Read {
     Route(fn(&RouteMetrics) -> f64),
     /// Per route, cause (delay, stall, failure) and outcome (won, lost).
     RouteHedges,
+    /// Per route and how its requests were answered.
+    RouteServed,
     /// Per origin, leg (primary, hedge) and outcome.
     OriginLegs,
     /// Per reason a race sent no hedge.
@@ -196,8 +198,9 @@ enum Read {
 
 /// The counted facts of [`MetricCounts`], one family each, in the order
 /// they are written: name, kind, help and how its samples are read.
-const COUNT_FAMILIES: [(&str, Kind, &str, Read); 11] = [
+const COUNT_FAMILIES: [(&str, Kind, &str, Read); 12] = [
     ("hedgehog_requests", Kind::Counter, "Requests that ran a race (proxied, or a background refresh; not served from the cache), by route.", Read::Route(|r| r.requests as f64)),
+    ("hedgehog_served", Kind::Counter, "Requests by route and how they were answered: origin (a race), stale-if-error (a stale copy for a failed race), hit, coalesced, stale-while-revalidate (from the cache), refresh (a background refresh, no client).", Read::RouteServed),
     ("hedgehog_client_errors", Kind::Counter, "Requests answered with a 5xx or without any origin answer, by route.", Read::Route(|r| r.client_errors as f64)),
     ("hedgehog_hedges", Kind::Counter, "Hedges sent, by route, cause (delay, stall, failure) and outcome (won: its answer was served; lost).", Read::RouteHedges),
     ("hedgehog_origin_legs", Kind::Counter, "Origin requests, by origin, leg (primary, hedge) and outcome (won, lost, aborted, shed, failed).", Read::OriginLegs),
@@ -233,6 +236,15 @@ pub fn write_counts(x: &mut Exposition, counts: &MetricCounts) {
                             ];
                             x.sample(&total, &labels, n as f64);
                         }
+                    }
+                }
+            }
+            Read::RouteServed => {
+                // Only the ways a route was answered at all: six lines per
+                // route would mostly be zeros.
+                for (route, r) in &counts.routes {
+                    for (how, n) in SERVED.iter().zip(r.served).filter(|(_, n)| *n > 0) {
+                        x.sample(&total, &[("route", route), ("how", how)], n as f64);
                     }
                 }
             }

@@ -31,6 +31,52 @@ pub const MAX_METRIC_ROUTES: usize = 256;
 pub const LEG_OUTCOMES: [&str; 5] = ["won", "lost", "aborted", "shed", "failed"];
 /// The legs, in the order of [`OriginMetrics::legs`].
 pub const LEGS: [&str; 2] = ["primary", "hedge"];
+/// How a request was answered, in the order of [`RouteMetrics::served`]
+/// (the names of [`Served::as_str`]).
+pub const SERVED: [&str; 6] = [
+    "origin",
+    "stale-if-error",
+    "hit",
+    "coalesced",
+    "stale-while-revalidate",
+    "refresh",
+];
+
+/// How a request was answered: by a race, or from the shared cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// A race's answer (an origin's, or the Worker's error when none came).
+    Origin,
+    /// A stale copy stood in for a race's failed answer (RFC 5861
+    /// `stale-if-error`).
+    StaleIfError,
+    /// A fresh stored entry.
+    Hit,
+    /// An entry stored by the concurrent identical request it waited for.
+    Coalesced,
+    /// A stale entry within `stale-while-revalidate`, refreshed in the
+    /// background.
+    StaleWhileRevalidate,
+    /// A background refresh: a race that answered no client.
+    Refresh,
+}
+
+impl Served {
+    /// Its name in the metrics and `Server-Timing`.
+    pub fn as_str(self) -> &'static str {
+        SERVED[self as usize]
+    }
+
+    /// Its `x-hedge` value when served from the cache.
+    pub fn x_hedge(self) -> &'static str {
+        match self {
+            Served::Hit => "cache",
+            Served::Coalesced => "coalesced",
+            _ => "stale",
+        }
+    }
+}
+
 /// Most skip reasons kept (the enum has fewer; a bound for decoded pushes).
 const MAX_SKIP_REASONS: usize = 64;
 /// Most origins kept.
@@ -118,6 +164,9 @@ pub struct RouteMetrics {
     pub wasted_origin_s: f64,
     /// Origin time on all legs, seconds.
     pub origin_s: f64,
+    /// Requests by how they were answered, in [`SERVED`] order (races and
+    /// refreshes are also in `requests`; answers from the cache only here).
+    pub served: [u64; 6],
 }
 
 impl RouteMetrics {
@@ -131,6 +180,9 @@ impl RouteMetrics {
         self.duration.merge(&other.duration);
         self.wasted_origin_s += other.wasted_origin_s;
         self.origin_s += other.origin_s;
+        for (m, o) in self.served.iter_mut().zip(other.served) {
+            *m = m.saturating_add(o);
+        }
     }
 }
 
@@ -170,6 +222,10 @@ pub struct MetricsWire {
     origins: Vec<(String, Vec<WireNumber>)>,
     skips: Vec<(String, u64)>,
     third_attempts: u64,
+    /// Per route that counted any, its [`RouteMetrics::served`] (a list of
+    /// its own: pushes from a version without it still decode).
+    #[serde(default)]
+    served: Vec<(String, Vec<u64>)>,
 }
 
 /// A number on the wire: whole numbers without a fraction (`51`, not
@@ -238,11 +294,16 @@ impl From<MetricCounts> for MetricsWire {
                 (name.clone(), n.into_iter().map(WireNumber::from).collect())
             })
             .collect();
+        let served = (m.routes.iter())
+            .filter(|(_, r)| r.served.iter().any(|&n| n > 0))
+            .map(|(name, r)| (name.clone(), r.served.to_vec()))
+            .collect();
         MetricsWire {
             routes,
             origins,
             skips: m.hedge_skips.into_iter().collect(),
             third_attempts: m.third_attempts,
+            served,
         }
     }
 }
@@ -277,6 +338,7 @@ impl From<MetricsWire> for MetricCounts {
                     wasted_origin_s: at(8),
                     origin_s: at(9),
                     duration,
+                    served: [0; 6],
                 },
             );
         }
@@ -311,6 +373,16 @@ impl From<MetricsWire> for MetricCounts {
             m.hedge_skips.insert(reason, n);
         }
         m.third_attempts = w.third_attempts;
+        for (name, n) in w.served {
+            // Served counts of a route whose other counts did not come are
+            // still counts: the route starts at zero.
+            let Some(route) = m.route_mut(&name) else {
+                continue;
+            };
+            for (slot, v) in route.served.iter_mut().zip(n) {
+                *slot = v;
+            }
+        }
         m
     }
 }
@@ -335,6 +407,7 @@ impl MetricCounts {
         origin_names: &[String],
         state: &RaceState,
         summary: &RaceSummary,
+        served: Served,
         total_ms: f64,
         now_ms: f64,
     ) {
@@ -342,6 +415,7 @@ impl MetricCounts {
             return;
         };
         route.requests += 1;
+        route.served[served as usize] += 1;
         route.client_errors += u64::from(summary.error);
         route.duration.observe(total_ms / 1000.0);
         route.wasted_origin_s += summary.wasted_ms.max(0.0) / 1000.0;
@@ -391,6 +465,13 @@ impl MetricCounts {
             if let Some(origin) = self.origin_mut(name) {
                 origin.hedge_delay.observe(choice.delay_ms / 1000.0);
             }
+        }
+    }
+
+    /// Counts a request on `route` answered from the cache as `how`.
+    pub fn served_from_cache(&mut self, route: &str, how: Served) {
+        if let Some(r) = self.route_mut(route) {
+            r.served[how as usize] += 1;
         }
     }
 
@@ -478,8 +559,12 @@ impl MetricCounts {
         let mut out = MetricCounts::default();
         for (name, r) in &self.routes {
             let e = earlier.routes.get(name).cloned().unwrap_or_default();
-            if r.requests == e.requests {
+            if r.requests == e.requests && r.served == e.served {
                 continue;
+            }
+            let mut served = [0; 6];
+            for ((d, a), b) in served.iter_mut().zip(r.served).zip(e.served) {
+                *d = a.saturating_sub(b);
             }
             let mut hedges = [[0; 2]; 3];
             for ((d, a), b) in hedges
@@ -493,12 +578,13 @@ impl MetricCounts {
             out.routes.insert(
                 name.clone(),
                 RouteMetrics {
-                    requests: r.requests - e.requests,
+                    requests: r.requests.saturating_sub(e.requests),
                     client_errors: r.client_errors.saturating_sub(e.client_errors),
                     hedges,
                     duration: r.duration.minus(&e.duration),
                     wasted_origin_s: (r.wasted_origin_s - e.wasted_origin_s).max(0.0),
                     origin_s: (r.origin_s - e.origin_s).max(0.0),
+                    served,
                 },
             );
         }
@@ -650,6 +736,42 @@ mod tests {
             bad.check().is_err(),
             "a list of the wrong length is refused"
         );
+    }
+
+    #[test]
+    fn answers_from_the_cache_are_counted_pushed_and_merged_beside_the_races() {
+        let mut total = MetricCounts::default();
+        total.served_from_cache("/a", Served::Hit);
+        total.routes.get_mut("/a").unwrap().requests = 1;
+        total.routes.get_mut("/a").unwrap().served[Served::Origin as usize] = 1;
+        let pushed = total.clone();
+        // Only hits since the push: the route still moved.
+        total.served_from_cache("/a", Served::Hit);
+        total.served_from_cache("/a", Served::Coalesced);
+        total.served_from_cache("/b", Served::StaleWhileRevalidate);
+        let delta = total.minus(&pushed);
+        assert_eq!(delta.routes["/a"].requests, 0);
+        assert_eq!(delta.routes["/a"].served, [0, 0, 1, 1, 0, 0]);
+        assert_eq!(delta.routes["/b"].served, [0, 0, 0, 0, 1, 0]);
+        let json = serde_json::to_string(&delta).unwrap();
+        let back: MetricCounts = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, delta);
+        let mut pop = pushed.clone();
+        pop.merge(&back, &mut RouteLabels::new([]), 0.0);
+        assert_eq!(pop, total);
+        assert_eq!(
+            Served::StaleWhileRevalidate.as_str(),
+            "stale-while-revalidate"
+        );
+        // A push from a version that counted no answers still decodes.
+        let old = json.replace(
+            r#","served":[["/a",[0,0,1,1,0,0]],["/b",[0,0,0,0,1,0]]]"#,
+            "",
+        );
+        assert_ne!(old, json);
+        let old: MetricCounts = serde_json::from_str(&old).unwrap();
+        assert!(old.check().is_ok());
+        assert_eq!(old.routes["/a"].served, [0; 6]);
     }
 
     #[test]
