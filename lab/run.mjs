@@ -7,6 +7,10 @@
 //                    [--overhead] [--overhead-seconds 4] [--overhead-rounds 5] [--overhead-baseline [LABEL=]DIR,...] [--health-off]
 //                    [--configs "hedging off,fixed-quantile,default,unguarded,JS pass-through,workers-rs"]
 //                    [--pop] [--pop-rate 50] [--pop-isolates 8] [--pop-seconds 2]
+//                    [--budgets 4,8,16 (the default at these HEDGE_BUDGET_PERCENT too)]
+//
+// The default configuration's stats page (with its latency, what the advisor
+// reads) is saved as OUT/stats-SCENARIO.json.
 import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -118,6 +122,22 @@ async function workerView(url) {
   }
 }
 
+/** The Worker's whole stats page, as `npm run advise -- --from FILE` reads it. */
+async function saveStats(url, file) {
+  const res = await fetch(`${url}/__hedge/stats`, { headers: { authorization: `Bearer ${STATS_TOKEN}` } });
+  if (!res.ok) throw new Error(`stats page: ${res.status}`);
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, await res.text());
+}
+
+/** The default configuration at each of `list` (comma-separated HEDGE_BUDGET_PERCENT). */
+export function budgetConfigurations(list) {
+  return (list ? list.split(",") : []).map((b) => {
+    if (!(Number(b) > 0 && Number(b) <= 100)) throw new Error(`--budgets: ${b} is not a percentage in (0, 100]`);
+    return { name: `worker, tail-aware at ${Number(b)}% budget`, vars: { HEDGE_BUDGET_PERCENT: String(Number(b)) } };
+  });
+}
+
 export function workerViewText(v) {
   return `loop lag ${v.lagMs?.toFixed(2)} ms (max ${v.lagMaxMs?.toFixed(1)}, ${v.lagSamples} timers); hedges left out: ${v.skippedBusy} isolate-busy, ${v.skippedNotPaying} not-paying; ${v.thirdAttempts} third attempts`;
 }
@@ -172,7 +192,7 @@ function summarize(name, result, stats) {
 }
 
 /** Runs every configuration on one scenario; returns the report object. */
-export async function runScenario({ scenarioName, rate, seconds, warmup, seed, configurations = CONFIGURATIONS }) {
+export async function runScenario({ scenarioName, rate, seconds, warmup, seed, configurations = CONFIGURATIONS, statsOut = null }) {
   const spec = scenario(scenarioName);
   log(`scenario ${scenarioName}: ${spec.description}`);
   const sim = spawnJson(["lab/origin-sim.mjs", "--scenario", scenarioName, "--seed", String(seed)], { keepAlive: true });
@@ -197,7 +217,10 @@ export async function runScenario({ scenarioName, rate, seconds, warmup, seed, c
         const result = await load(url, rate, seconds);
         const stats = await originStats(origins);
         const row = summarize(config.name, result, stats);
-        if (config.name === DEFAULT_CONFIGURATION) defaultRun = { perRequest: result.perRequest, logs: await originLogs(origins) };
+        if (config.name === DEFAULT_CONFIGURATION) {
+          defaultRun = { perRequest: result.perRequest, logs: await originLogs(origins) };
+          if (statsOut) await saveStats(url, path.join(statsOut, `stats-${scenarioName}.json`));
+        }
         if (config.vars) row.worker = await workerView(url);
         rows.push(row);
         log(`    p50 ${row.p50?.toFixed(1)} ms, p99 ${row.p99?.toFixed(1)} ms, p99.9 ${row.p999?.toFixed(1)} ms, extra ${row.extraPct.toFixed(1)}%, errors ${row.errors}; slowest: ${whyText(row.slowestWhy)}`);
@@ -510,10 +533,14 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       "pop-rate": { type: "string", default: "50" },
       "pop-isolates": { type: "string", default: "8" },
       "pop-seconds": { type: "string", default: "2" },
+      budgets: { type: "string", default: "" },
     },
   });
   const names = values.scenario === "all" ? SCENARIO_NAMES : values.scenario === "none" ? [] : values.scenario.split(",");
-  const configurations = pickConfigurations(values["health-off"] ? [...CONFIGURATIONS, HEALTH_OFF] : CONFIGURATIONS, values.configs);
+  const configurations = [
+    ...pickConfigurations(values["health-off"] ? [...CONFIGURATIONS, HEALTH_OFF] : CONFIGURATIONS, values.configs),
+    ...budgetConfigurations(values.budgets),
+  ];
   const reports = [];
   for (const scenarioName of names) {
     reports.push(
@@ -524,6 +551,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
         warmup: Number(values.warmup),
         seed: values.seed,
         configurations,
+        statsOut: path.resolve(root, values.out),
       }),
     );
   }

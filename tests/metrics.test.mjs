@@ -170,6 +170,12 @@ test("the PoP scope sums every isolate's pushes; without the aggregator it says 
       popErrors.map((e) => [e.route, e.status, e.origin]),
       [["/api", 503, "a"]],
     );
+    // The PoP's stats carry each (origin, route)'s latency for the advisor.
+    const popStats = await (await isolates[0].fetch("http://edge.test/__hedge/stats?scope=pop", { headers: auth })).json();
+    const api = popStats.latency.keys.find((k) => k.origin === "a" && k.route === "/api");
+    assert.ok(api, JSON.stringify(popStats.latency));
+    assert.ok(api.buckets.reduce((n, [, completed, censored]) => n + completed + censored, 0) >= PER);
+    assert.equal(popStats.latency.policy, "tail-aware");
     // The isolate scope of one isolate sees only its own.
     const own = await isolates[1].fetch("http://edge.test/__hedge/metrics", { headers: auth });
     assert.equal(parseMetrics(await own.text(), "prometheus").sum("hedgehog_requests_total"), PER);

@@ -95,7 +95,13 @@ async fn respond_to(
             // A fact of the glue's, like the memory: the platform's
             // six-connection limit (src/edge/connections.rs).
             body["connections_waiting_max"] = super::connections::isolate_peak().into();
-            reply::json_response(200, &body, &[("cache-control", "no-store")])
+            let mut text = serde_json::to_string(&body)?;
+            // Each (origin, route key)'s latency over the window, for the advisor.
+            shared
+                .borrow_mut()
+                .latency_export(now_ms())
+                .append_to(&mut text);
+            reply::text_response(200, &text, "application/json")
         }
         OperatorPage::Metrics { pop: false } => {
             let format = Format::from_accept(header("accept").as_deref());

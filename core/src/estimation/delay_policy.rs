@@ -34,6 +34,14 @@ pub enum HedgePolicy {
 }
 
 impl HedgePolicy {
+    /// Its `HEDGE_POLICY` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HedgePolicy::TailAware => "tail-aware",
+            HedgePolicy::FixedQuantile => "fixed-quantile",
+        }
+    }
+
     /// Whether a fast failure is retried on a peer even when the failing
     /// origin's own 5xx-cut budget is spent (the retry takes load off it),
     /// and failure retries and stall hedges may borrow from the budget.

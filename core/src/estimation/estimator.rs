@@ -129,6 +129,20 @@ impl LatencyEstimator {
         })
     }
 
+    /// Every (origin, route key)'s samples inside the window at `now_ms`,
+    /// in no particular order (for the stats page; no side effects on the
+    /// keys' idle time).
+    pub fn route_sketches(&mut self, now_ms: f64) -> Vec<(usize, String, LatencySketch)> {
+        let keys: Vec<(usize, String)> = self.routes.iter().map(|(k, _)| k.clone()).collect();
+        keys.into_iter()
+            .filter_map(|key| {
+                let window = self.routes.get_mut(&key, f64::NEG_INFINITY)?;
+                let sketch = window.snapshot(now_ms).clone();
+                (sketch.count() > 0).then_some((key.0, key.1, sketch))
+            })
+            .collect()
+    }
+
     /// Number of (origin, route key) pairs tracked now.
     pub fn route_count(&self) -> usize {
         self.routes.len()

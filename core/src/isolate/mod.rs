@@ -33,6 +33,7 @@ use crate::cache::policy::CacheRoutes;
 use crate::config::{route_policy, Params};
 use crate::observe::error_events::{Billed, ErrorEvents};
 use crate::observe::exposition::Format;
+use crate::observe::latency_export::LatencyExport;
 use crate::observe::metrics::{MetricCounts, Served};
 use crate::observe::route_labels::RouteLabels;
 use crate::race::{Hedger, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState};
@@ -357,6 +358,14 @@ impl Isolate {
             wasm_memory_bytes,
             now_ms,
         )
+    }
+
+    /// What the advisor reads of this isolate at `now_ms` (the stats page
+    /// appends it).
+    pub fn latency_export(&mut self, now_ms: f64) -> LatencyExport {
+        let covered_ms = now_ms - self.started_ms;
+        let (params, metrics) = (&self.params, &self.metrics);
+        stats::latency_export(params, &mut self.hedger, metrics, covered_ms, now_ms)
     }
 
     /// The isolate-scope metrics at `now_ms`, as text in `format`.

@@ -11,7 +11,10 @@ use super::RecentError;
 use crate::admission::health::BudgetLevel;
 use crate::config::{ConfigError, Params};
 use crate::estimation::delay_plan::RouteDelay;
+use crate::observe::latency_export::LatencyExport;
+use crate::observe::metrics::MetricCounts;
 use crate::observe::route_stats::RouteCounters;
+use crate::pop::push::KeyDelta;
 use crate::race::Hedger;
 use crate::request::held_bodies::HeldBodies;
 
@@ -189,6 +192,41 @@ fn payoff(h: &Hedger, origin: usize) -> BTreeMap<&'static str, PayoffJson> {
             (cause.as_str(), json)
         })
         .collect()
+}
+
+/// What the advisor reads of the isolate at `now_ms`: its sketches per
+/// (origin, route key) over the window (or the `covered_ms` the isolate has
+/// lived, if less), the setting in force, and the share of extra legs in
+/// what `metrics` counted.
+pub(super) fn latency_export(
+    params: &Params,
+    h: &mut Hedger,
+    metrics: &MetricCounts,
+    covered_ms: f64,
+    now_ms: f64,
+) -> LatencyExport {
+    let (requests, extra) = (metrics.routes.values()).fold((0u64, 0u64), |(n, e), r| {
+        let hedges: u64 = r.hedges.iter().flatten().sum();
+        (n + r.requests, e + hedges)
+    });
+    let extra = extra + metrics.third_attempts;
+    let keys = (h.estimator.route_sketches(now_ms).into_iter())
+        .filter_map(|(origin, route, sketch)| {
+            let name = &params.origins.get(origin)?.name;
+            Some(KeyDelta::new(name, &route, &sketch))
+        })
+        .collect();
+    LatencyExport {
+        window_s: params.estimator.window.window_ms.min(covered_ms.max(0.0)) / 1000.0,
+        hedge_share: if requests > 0 {
+            extra as f64 / requests as f64
+        } else {
+            0.0
+        },
+        budget_percent: params.budget.percent,
+        policy: params.policy.as_str().to_string(),
+        keys,
+    }
 }
 
 /// The stats of the isolate whose races `h` decides at `now_ms`; `held`

@@ -3,6 +3,7 @@
 
 pub mod error_events;
 pub mod exposition;
+pub mod latency_export;
 pub mod metrics;
 pub mod request_log;
 pub mod route_labels;

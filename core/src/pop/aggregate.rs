@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::estimation::sketch::{BucketCounts, LatencySketch};
 use crate::estimation::window::{SlidingWindow, WindowParams, WindowSlot, WindowedSketch};
+use crate::observe::latency_export::LatencyExport;
 use crate::observe::metrics::{MetricCounts, RouteMetrics};
 use crate::observe::route_labels::RouteLabels;
 use crate::pop::probes::{ProbeBook, ProbeParams, ProbeResult};
@@ -370,6 +371,35 @@ impl PopAggregate {
             });
         }
         (keys, touched)
+    }
+
+    /// What the advisor reads of the PoP at `now_ms`: every (origin, route
+    /// key)'s sketch over the window and the window's hedge share, with the
+    /// setting in force (`budget_percent`, `policy`) as the Worker's
+    /// configuration gives it.
+    pub fn latency_export(
+        &mut self,
+        budget_percent: f64,
+        policy: &str,
+        now_ms: f64,
+    ) -> LatencyExport {
+        let names: Vec<PopKey> = self.keys.iter().map(|(k, _)| k.clone()).collect();
+        let mut keys = Vec::new();
+        for key in names {
+            if let Some(window) = self.keys.get_mut(&key, f64::NEG_INFINITY) {
+                let sketch = window.snapshot(now_ms);
+                if sketch.count() > 0 {
+                    keys.push(KeyDelta::new(&key.0, &key.1, sketch));
+                }
+            }
+        }
+        LatencyExport {
+            window_s: self.params.window.window_ms / 1000.0,
+            hedge_share: self.hedge_fraction(now_ms),
+            budget_percent,
+            policy: policy.to_string(),
+            keys,
+        }
     }
 
     /// Hedges per eligible request over the window (0 without traffic).

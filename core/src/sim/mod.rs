@@ -14,6 +14,7 @@
 //!
 //! [`Hedger`]: crate::race::Hedger
 
+mod empirical;
 mod engine;
 mod hindsight;
 mod isolate_cpu;
@@ -24,6 +25,7 @@ mod rng;
 mod scenario;
 mod timeline;
 
+pub use empirical::Empirical;
 pub use engine::{run, Configuration, RunResult, SimParams, TapeEntry};
 pub use hindsight::{BoundPoint, HindsightBound, Replay};
 pub use isolate_cpu::IsolateCpu;

@@ -2,6 +2,7 @@
 //! stop-the-world stalls and, optionally, a finite number of workers with a
 //! queue in front, so overload is real.
 
+use super::empirical::Empirical;
 use std::collections::VecDeque;
 
 use super::rng::Rng;
@@ -38,6 +39,8 @@ pub enum LatencyModel {
         /// The second model.
         b: Box<LatencyModel>,
     },
+    /// As measured (the advisor's replay of a PoP's own latency).
+    Measured(Box<Empirical>),
 }
 
 impl LatencyModel {
@@ -65,6 +68,7 @@ impl LatencyModel {
                     b.sample(rng)
                 }
             }
+            LatencyModel::Measured(m) => m.at(rng.uniform()),
         }
     }
 }

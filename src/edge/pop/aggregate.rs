@@ -41,6 +41,8 @@ pub struct PopAggregator {
     params: PopParams,
     /// The configured hedge budget (HEDGE_BUDGET_PERCENT / 100), for the metrics.
     budget_ratio: f64,
+    /// `HEDGE_POLICY` in force, for the advisor.
+    policy: &'static str,
     /// The active probes' settings, and what they probe: (origin name, URL).
     probes: ProbeParams,
     probe_targets: Vec<(String, String)>,
@@ -142,6 +144,7 @@ impl DurableObject for PopAggregator {
             state,
             params,
             budget_ratio,
+            policy: all.policy.as_str(),
             probes,
             probe_targets,
             route_labels: all.configured_route_labels(),
@@ -194,7 +197,17 @@ impl DurableObject for PopAggregator {
                     alarms: *self.alarms.borrow(),
                     storage: *self.storage_rows.borrow(),
                 })?;
-                json(200, &stats)
+                let mut text = serde_json::to_string(&stats)?;
+                let latency = self.with_aggregate(|_, aggregate| {
+                    aggregate.latency_export(self.budget_ratio * 100.0, self.policy, now)
+                })?;
+                // Each (origin, route key)'s latency over the window, for the advisor.
+                latency.append_to(&mut text);
+                let mut response = Response::ok(text)?;
+                response
+                    .headers_mut()
+                    .set("content-type", "application/json")?;
+                Ok(response)
             }
             _ => json(
                 404,

@@ -1,0 +1,104 @@
+// The advisor (npm run advise): the built Worker's own stats page, taken
+// after real traffic against loopback origins with a slow minority, replayed
+// for other budgets. Hedging must be predicted to cut the tail it measured;
+// bad input gets a clear error.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { origins } from "./support/worker.mjs";
+import { origin, worker } from "./support/harness.mjs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const TOKEN = "test-token-0123456789abcdef";
+const scratch = mkdtempSync(path.join(tmpdir(), "hedgehog-advise-test-"));
+
+function advise(...args) {
+  const r = spawnSync("bash", [path.join(root, "scripts/advise.sh"), ...args], { encoding: "utf8", cwd: root, timeout: 600_000 });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+test("the advisor replays the Worker's own stats page and predicts what hedging buys", async () => {
+  // One answer in 20 takes 300 ms, the rest 2-5 ms at the origin (about
+  // 30 ms through workerd under this load): hedging should cut p99 to a
+  // delay plus a fast answer, under half the unhedged p99.
+  const slow = (req) => ({ delayMs: Number(req.url.split("/").pop()) % 20 === 0 ? 300 : 2 + (Number(req.url.split("/").pop()) % 4) });
+  const a = await origin("a", slow);
+  const b = await origin("b", slow);
+  const w = await worker({
+    HEDGE_ORIGINS: origins(a, b),
+    HEDGE_STATS_TOKEN: TOKEN,
+    HEDGE_PRIMARY: "latency",
+    // No floor: the budget alone pays for hedges, as deployed.
+    HEDGE_BUDGET_FLOOR_PER_SEC: "0",
+  });
+  const requests = 1_600;
+  for (let i = 0; i < requests; i += 40) {
+    await Promise.all(
+      Array.from({ length: 40 }, async (_, k) => {
+        const res = await w.fetch(`/api/item/${i + k}`);
+        await res.arrayBuffer();
+      }),
+    );
+  }
+  const page = await w.fetch("/__hedge/stats", { headers: { authorization: `Bearer ${TOKEN}` } });
+  assert.equal(page.status, 200);
+  const text = await page.text();
+  const stats = JSON.parse(text);
+  const keys = stats.latency.keys.filter((k) => k.route === "/api");
+  assert.deepEqual(keys.map((k) => k.origin).sort(), ["a", "b"]);
+  const file = path.join(scratch, "stats.json");
+  writeFileSync(file, text);
+
+  const run = advise("--from", file, "--json", "--budgets", "0,12");
+  assert.equal(run.status, 0, run.stderr);
+  const advice = JSON.parse(run.stdout);
+  assert.equal(advice.in_force.budget_percent, 12);
+  const route = advice.routes.find((r) => r.route === "/api");
+  assert.ok(route?.judged, JSON.stringify(route));
+  assert.ok(Math.abs(route.rate_rps * advice.window_s - requests) < requests * 0.2, `rate ${route.rate_rps}/s over ${advice.window_s} s`);
+  const row = (policy, budget) => route.rows.find((r) => r.policy === policy && r.budget_percent === budget);
+  assert.equal(route.rows.length, 4, "two policies x two budgets");
+  const off = row("tail-aware", 0);
+  const hedged = row("tail-aware", 12);
+  assert.ok(off.p99_ms >= 250, `unhedged p99 ${off.p99_ms}: the slow 5% is measured`);
+  assert.ok(off.p99_known && hedged.p99_known);
+  assert.ok(hedged.p99_ms < off.p99_ms / 2, `hedged p99 ${hedged.p99_ms} against ${off.p99_ms}: hedging is predicted to cut it`);
+  assert.ok(hedged.extra_pct > 3 && hedged.extra_pct <= 12.5, `extra ${hedged.extra_pct}%`);
+  assert.equal(hedged.in_force, true);
+  assert.ok(hedged.bound_p99_ms > 0 && hedged.bound_p99_ms <= hedged.p99_ms * 1.05);
+  assert.equal(route.recommendation.budget_percent, 12);
+
+  const table = advise("--from", file, "--budgets", "0,12");
+  assert.equal(table.status, 0, table.stderr);
+  assert.match(table.stdout, /route \/api: .* requests\/s/);
+  assert.match(table.stdout, /tail-aware \* \| 12 /);
+  assert.match(table.stdout, /What the replay cannot know/);
+});
+
+test("the advisor says what is wrong with its input, and --help says how to run it", () => {
+  const help = advise("--help");
+  assert.equal(help.status, 0);
+  assert.match(help.stdout, /--url/);
+  assert.match(help.stdout, /--from/);
+  const missing = advise("--from", path.join(scratch, "nothing-here.json"));
+  assert.equal(missing.status, 2);
+  assert.match(missing.stderr, /cannot read/);
+  const old = path.join(scratch, "old.json");
+  writeFileSync(old, JSON.stringify({ routes: [] }));
+  const noLatency = advise("--from", old);
+  assert.equal(noLatency.status, 2);
+  assert.match(noLatency.stderr, /no "latency" section/);
+  const bad = advise("--from", old, "--budgets", "5,lots");
+  assert.equal(bad.status, 2);
+  const noToken = spawnSync("bash", [path.join(root, "scripts/advise.sh"), "--url", "http://127.0.0.1:9/"], {
+    encoding: "utf8",
+    cwd: root,
+    env: { ...process.env, HEDGE_STATS_TOKEN: "" },
+  });
+  assert.equal(noToken.status, 2);
+  assert.match(noToken.stderr, /HEDGE_STATS_TOKEN/);
+});
