@@ -143,6 +143,7 @@ async function refresh() {
     charts["chart-latency"].setData([history.t, history.p50, history.p99, history.legP50, history.legP99]);
     renderOrigins(m, previous.m);
     renderVersions(m, previous.m, dt);
+    renderAdvice(m, previous.m);
   }
   // The PoP's view of routes and errors (what isolates last reported),
   // else the answering isolate's.
@@ -222,6 +223,62 @@ function renderRoutes(own) {
     .join("");
 }
 
+// The advisor's predicted curve per route (`npm run advise -- --json`,
+// loaded from a file: read in this browser, never sent anywhere), with
+// today's p99 and extra load on it from the metrics between two scrapes.
+let advice = null;
+const adviceCharts = [];
+
+function loadAdvice(text) {
+  const parsed = JSON.parse(text);
+  if (!Array.isArray(parsed?.routes)) throw new Error("no routes: is it `npm run advise -- --json` output?");
+  advice = parsed;
+  for (const c of adviceCharts.splice(0)) c.plot.destroy();
+  $("advice").innerHTML = "";
+  for (const route of advice.routes.filter((r) => r.judged)) {
+    const el = document.createElement("div");
+    el.className = "advice-route";
+    $("advice").append(el);
+    const rows = route.rows
+      .filter((r) => r.policy === advice.in_force.policy && r.p99_known)
+      .sort((a, b) => a.extra_pct - b.extra_pct);
+    const k = route.recommendation;
+    const plot = new uPlot(
+      {
+        title: `${route.route}: p99 against extra load${k ? ` (advice: ${k.budget_percent}% budget)` : ""}`,
+        width: Math.max(320, $("advice").clientWidth / 2 - 16 || 560),
+        height: 220,
+        scales: { x: { time: false } },
+        axes: [{ label: "extra origin requests %" }, { label: "p99 ms", size: 60 }],
+        series: [
+          { label: "extra %" },
+          { label: `predicted (${advice.in_force.policy})`, stroke: "#2563eb", width: 2, spanGaps: true },
+          { label: "today", stroke: "#dc2626", paths: () => null, points: { show: true, size: 12, fill: "#dc2626" } },
+        ],
+      },
+      [[], [], []],
+      el,
+    );
+    adviceCharts.push({ route: route.route, rows, plot, el });
+  }
+  $("advice-status").textContent = `${adviceCharts.length} route(s) from an advice of a ${fmt(advice.window_s, 0)} s window`;
+}
+
+function renderAdvice(m, before) {
+  for (const c of adviceCharts) {
+    const filter = c.route === "(all routes)" ? {} : { route: c.route };
+    const dReq = sum(m, "hedgehog_requests_total", filter) - sum(before, "hedgehog_requests_total", filter);
+    const dHedges = sum(m, "hedgehog_hedges_total", filter) - sum(before, "hedgehog_hedges_total", filter);
+    const p99 = histogramQuantile.between(m, before, "hedgehog_request_duration_seconds", filter)(0.99) * 1000;
+    const today = dReq > 0 && Number.isFinite(p99) ? { extra: (100 * dHedges) / dReq, p99 } : null;
+    const points = c.rows.map((r) => [r.extra_pct, r.p99_ms, null]);
+    if (today) points.push([today.extra, null, today.p99]);
+    points.sort((a, b) => a[0] - b[0]);
+    c.plot.setData([points.map((p) => p[0]), points.map((p) => p[1]), points.map((p) => p[2])]);
+    c.el.dataset.today = today ? `${today.extra.toFixed(2)} ${today.p99.toFixed(1)}` : "";
+  }
+}
+
 function renderErrors(s) {
   const errors = s?.recent_errors ?? [];
   $("errors").innerHTML = errors.length
@@ -271,6 +328,16 @@ function start() {
   tick();
   timer = setInterval(tick, REFRESH_MS);
 }
+
+$("advice-file").addEventListener("change", async (ev) => {
+  const file = ev.target.files?.[0];
+  if (!file) return;
+  try {
+    loadAdvice(await file.text());
+  } catch (e) {
+    $("advice-status").textContent = `not the advisor's JSON: ${e.message}`;
+  }
+});
 
 $("login").addEventListener("submit", (ev) => {
   ev.preventDefault();

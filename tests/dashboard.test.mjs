@@ -6,7 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import puppeteer from "puppeteer-core";
@@ -89,7 +89,27 @@ test("the dashboard shows the PoP's figures, charts them, and asks for the token
     const version = await page.$eval("#versions tr[data-version]", (tr) => [tr.dataset.version, ...[...tr.children].map((td) => td.textContent)]);
     assert.equal(version[0], "3f1c2a9e-7b4d-4e1a-9c2f-5d6e7f809a1b");
     assert.equal(version[1], "3f1c2a9e");
+    // The advisor's curve (its --json output, loaded from a file) with
+    // today's point from the metrics on it; a file that is not one says so.
     mkdirSync(path.join(root, "test-results"), { recursive: true });
+    const adviceFile = path.join(root, "test-results", "advice.json");
+    const row = (budget, extra, p99) => ({ policy: "tail-aware", budget_percent: budget, extra_pct: extra, p99_ms: p99, p99_known: true });
+    writeFileSync(adviceFile, JSON.stringify({
+      window_s: 60,
+      in_force: { budget_percent: 12, policy: "tail-aware" },
+      routes: [{ route: "/api", judged: true, rows: [row(0, 0, 310), row(4, 3.1, 140), row(8, 5.2, 75), row(12, 6.0, 70)], recommendation: { budget_percent: 8 } }],
+    }));
+    const bad = path.join(root, "test-results", "not-advice.json");
+    writeFileSync(bad, "{}");
+    const input = await page.$("#advice-file");
+    await input.uploadFile(bad);
+    await page.waitForFunction(() => document.querySelector("#advice-status").textContent.includes("not the advisor's JSON"));
+    await input.uploadFile(adviceFile);
+    await page.waitForFunction(() => document.querySelector("#advice .advice-route")?.dataset.today, { timeout: 10_000 });
+    assert.equal(await page.$$eval("#advice .uplot canvas", (els) => els.length), 1);
+    assert.match(await page.$eval("#advice .u-title", (el) => el.textContent), /\/api: p99 against extra load \(advice: 8% budget\)/);
+    const [todayExtra, todayP99] = (await page.$eval("#advice .advice-route", (el) => el.dataset.today)).split(" ").map(Number);
+    assert.ok(todayExtra >= 0 && todayExtra <= 100 && todayP99 > 0, `today: ${todayExtra}% extra, p99 ${todayP99} ms`);
     await page.screenshot({ path: path.join(root, "test-results", "dashboard.png"), fullPage: true });
 
     // Stop the traffic and let every push land; the PoP's counters then stand still.
