@@ -94,6 +94,10 @@ test("the advisor says what is wrong with its input, and --help says how to run 
   assert.match(noLatency.stderr, /no "latency" section/);
   const bad = advise("--from", old, "--budgets", "5,lots");
   assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /--budgets expects percentages/);
+  const knee = advise("--from", old, "--knee-pct", "-3");
+  assert.equal(knee.status, 2);
+  assert.match(knee.stderr, /--knee-pct does not take "-3"/);
   const noToken = spawnSync("bash", [path.join(root, "scripts/advise.sh"), "--url", "http://127.0.0.1:9/"], {
     encoding: "utf8",
     cwd: root,

@@ -61,6 +61,10 @@ fn main() {
             .collect(),
         None => BUDGETS.to_vec(),
     };
+    let knee_pct: f64 = parsed(value("--knee-pct"), "--knee-pct", 5.0, |x: &f64| {
+        (0.0..=100.0).contains(x)
+    });
+    let seed: u64 = parsed(value("--seed"), "--seed", 1, |_| true);
     let Some(from) = value("--from") else {
         eprintln!("advise: --from STATS.json is required (npm run advise -- --help)");
         std::process::exit(2);
@@ -80,10 +84,6 @@ fn main() {
             std::process::exit(2)
         }
     };
-    let knee_pct: f64 = value("--knee-pct")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5.0);
-    let seed: u64 = value("--seed").and_then(|v| v.parse().ok()).unwrap_or(1);
     let started = Instant::now();
     let failures = failure_shares(&stats);
     let routes = routes_of(&export);
@@ -107,7 +107,12 @@ fn main() {
             .collect();
         handles
             .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
+            .flat_map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    eprintln!("advise: a replay failed (see above)");
+                    std::process::exit(1)
+                })
+            })
             .collect()
     });
     advice.sort_by_key(|(i, _)| *i);
@@ -124,6 +129,24 @@ fn main() {
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     } else {
         print!("{}", text_report(&out));
+    }
+}
+
+/// `raw` read as a `T` that `ok` accepts, `default` without it; anything
+/// else ends the run with what was wrong.
+fn parsed<T: std::str::FromStr>(
+    raw: Option<String>,
+    name: &str,
+    default: T,
+    ok: impl Fn(&T) -> bool,
+) -> T {
+    match raw.map(|r| (r.parse::<T>().ok().filter(&ok), r)) {
+        None => default,
+        Some((Some(x), _)) => x,
+        Some((None, r)) => {
+            eprintln!("advise: {name} does not take {r:?} (npm run advise -- --help)");
+            std::process::exit(2)
+        }
     }
 }
 
