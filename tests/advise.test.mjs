@@ -4,7 +4,7 @@
 // bad input gets a clear error.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -19,6 +19,18 @@ const scratch = mkdtempSync(path.join(tmpdir(), "hedgehog-advise-test-"));
 function advise(...args) {
   const r = spawnSync("bash", [path.join(root, "scripts/advise.sh"), ...args], { encoding: "utf8", cwd: root, timeout: 600_000 });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** The same, run without blocking this process (the Worker it asks runs beside it), with `token` in the environment. */
+function adviseWith(token, ...args) {
+  return new Promise((resolve) => {
+    const child = spawn("bash", [path.join(root, "scripts/advise.sh"), ...args], { cwd: root, env: { ...process.env, HEDGE_STATS_TOKEN: token } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    child.on("close", (status) => resolve({ status, stdout, stderr }));
+  });
 }
 
 test("the advisor replays the Worker's own stats page and predicts what hedging buys", async () => {
@@ -71,6 +83,14 @@ test("the advisor replays the Worker's own stats page and predicts what hedging 
   assert.equal(hedged.in_force, true);
   assert.ok(hedged.bound_p99_ms > 0 && hedged.bound_p99_ms <= hedged.p99_ms * 1.05);
   assert.equal(route.recommendation.budget_percent, 12);
+
+  // As a user runs it against a deployed Worker: --url, the token from the environment.
+  const fetched = await adviseWith(TOKEN, "--url", `${w.url}/__hedge/stats`, "--json", "--budgets", "12");
+  assert.equal(fetched.status, 0, fetched.stderr);
+  assert.ok(JSON.parse(fetched.stdout).routes.some((r) => r.route === "/api" && r.judged));
+  const refused = await adviseWith("wrong-token-0123456789abcdef", "--url", `${w.url}/__hedge/stats`);
+  assert.equal(refused.status, 2);
+  assert.match(refused.stderr, /token was refused/);
 
   const table = advise("--from", file, "--budgets", "0,12");
   assert.equal(table.status, 0, table.stderr);
