@@ -41,8 +41,6 @@ pub struct IsolateLag {
     busy: bool,
     samples: u64,
     max_ms: f64,
-    /// Hedges not sent because the isolate was busy.
-    pub skipped: u64,
 }
 
 impl IsolateLag {
@@ -57,7 +55,6 @@ impl IsolateLag {
             busy: false,
             samples: 0,
             max_ms: 0.0,
-            skipped: 0,
         }
     }
 

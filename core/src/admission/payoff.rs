@@ -173,9 +173,8 @@ impl HedgePayoff {
 #[derive(Debug, Clone)]
 pub struct ThirdAttempts {
     tokens: f64,
-    /// Third attempts sent.
-    pub sent: u64,
-    /// Double fast failures that found no allowance left.
+    /// Double fast failures that found no allowance left (those sent are
+    /// counted with the race, in the metrics).
     pub refused: u64,
 }
 
@@ -183,7 +182,6 @@ impl Default for ThirdAttempts {
     fn default() -> Self {
         Self {
             tokens: 1.0,
-            sent: 0,
             refused: 0,
         }
     }
@@ -199,7 +197,6 @@ impl ThirdAttempts {
     pub fn take(&mut self) -> bool {
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
-            self.sent += 1;
             true
         } else {
             self.refused += 1;

@@ -348,16 +348,7 @@ impl Isolate {
 
     /// What the stats page shows at `now_ms`.
     pub fn stats(&mut self, wasm_memory_bytes: f64, now_ms: f64) -> serde_json::Value {
-        let params = &self.params;
-        stats::stats(
-            params,
-            &mut self.hedger,
-            &self.held_bodies,
-            &self.config_errors,
-            &self.recent_errors,
-            wasm_memory_bytes,
-            now_ms,
-        )
+        stats::stats(self, wasm_memory_bytes, now_ms)
     }
 
     /// What the advisor reads of this isolate at `now_ms` (the stats page

@@ -7,16 +7,16 @@ use serde::Serialize;
 
 use crate::admission::payoff::CAUSES;
 
-use super::RecentError;
+use super::{Isolate, RecentError};
 use crate::admission::health::BudgetLevel;
-use crate::config::{ConfigError, Params};
+use crate::admission::hedge_gate::HedgeDenied;
+use crate::config::Params;
 use crate::estimation::delay_plan::RouteDelay;
 use crate::observe::latency_export::LatencyExport;
 use crate::observe::metrics::MetricCounts;
 use crate::observe::route_stats::RouteCounters;
 use crate::pop::push::KeyDelta;
 use crate::race::Hedger;
-use crate::request::held_bodies::HeldBodies;
 
 #[derive(Serialize)]
 struct StatsJson<'a> {
@@ -229,18 +229,26 @@ pub(super) fn latency_export(
     }
 }
 
-/// The stats of the isolate whose races `h` decides at `now_ms`; `held`
-/// is its held request bodies, `config_errors` the keys running on their
-/// defaults, `wasm_memory_bytes` its linear memory.
+/// The stats of `isolate` at `now_ms`; `wasm_memory_bytes` is its linear
+/// memory. Counts come from its metrics, the one place each is counted.
 pub(super) fn stats(
-    params: &Params,
-    h: &mut Hedger,
-    held: &HeldBodies,
-    config_errors: &[ConfigError],
-    recent_errors: &VecDeque<RecentError>,
+    isolate: &mut Isolate,
     wasm_memory_bytes: f64,
     now_ms: f64,
 ) -> serde_json::Value {
+    let Isolate {
+        params,
+        hedger: h,
+        held_bodies: held,
+        config_errors,
+        recent_errors,
+        metrics,
+        ..
+    } = isolate;
+    let busy_skips = (metrics.hedge_skips)
+        .get(HedgeDenied::IsolateBusy.as_str())
+        .copied()
+        .unwrap_or(0);
     let q = params.delay.quantile;
     let origins = origins(params, h, now_ms);
     let routes = routes(params, h, now_ms);
@@ -268,8 +276,8 @@ pub(super) fn stats(
             lag_samples: h.isolate_lag.samples(),
             busy: h.isolate_lag.was_busy(),
             busy_lag_ms: h.isolate_lag.busy_ms(),
-            hedges_skipped_busy: h.isolate_lag.skipped,
-            third_attempts: h.third.sent,
+            hedges_skipped_busy: busy_skips,
+            third_attempts: metrics.third_attempts,
             third_attempts_refused: h.third.refused,
         },
         config_errors: config_errors

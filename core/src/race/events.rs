@@ -424,7 +424,6 @@ impl Hedger {
             && !self.payoff.winning(cause, primary)
             && self.isolate_lag.busy(now_ms)
         {
-            self.isolate_lag.skipped += 1;
             return Err(HedgeDenied::IsolateBusy);
         }
         if !self.payoff.allow(cause, state.plan.primary) {

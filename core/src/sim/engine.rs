@@ -17,7 +17,9 @@ use super::origin::Origin;
 use super::rng::Rng;
 use super::scenario::Scenario;
 use super::timeline::Timeline;
+use crate::admission::hedge_gate::HedgeDenied;
 use crate::config::{self, ConfigError};
+use crate::no_hedge::NoHedge;
 use crate::pop::aggregate::PopAggregate;
 use crate::pop::push::{Push, PushReply};
 use crate::pop::upkeep::PushAdmission;
@@ -101,7 +103,7 @@ pub struct RunResult {
     pub timeline: Timeline,
     /// Third attempts sent after both legs failed fast.
     pub third_attempts: u64,
-    /// Hedges the guards left out: the isolate was busy, the cause did not pay.
+    /// Measured requests that got no hedge because the isolate was busy.
     pub isolate_busy_skips: u64,
     /// ... and hedges left out because their cause stopped winning.
     pub unpaid_skips: u64,
@@ -525,6 +527,8 @@ impl Sim<'_> {
             *res.hedge_causes.entry(cause.as_str()).or_default() += 1;
         }
         if !race.hedge_sent() {
+            let busy = race.no_hedge == Some(NoHedge::Denied(HedgeDenied::IsolateBusy));
+            res.isolate_busy_skips += u64::from(busy);
             res.unhedged
                 .push((latency, race.no_hedge.map_or("none", |n| n.as_str())));
         }

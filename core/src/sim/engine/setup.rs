@@ -66,7 +66,6 @@ impl<'a> Sim<'a> {
     pub(super) fn summarise(mut self) -> RunResult {
         self.result.simulated = self.requests.len() as u64;
         for h in &self.hedgers {
-            self.result.isolate_busy_skips += h.isolate_lag.skipped;
             for origin in 0..self.params.scenario.origins.len() {
                 if let Some(cells) = h.payoff.cells(origin) {
                     self.result.unpaid_skips += cells.iter().map(|c| c.left_out).sum::<u64>();
