@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use crate::capped_map::CappedMap;
 
 use crate::estimation::sketch::{LatencySketch, Sample};
-use crate::estimation::window::{WindowParams, WindowedSketch};
+use crate::estimation::window::{each_snapshot, WindowParams, WindowedSketch};
 
 /// Settings for a [`LatencyEstimator`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -129,18 +129,17 @@ impl LatencyEstimator {
         })
     }
 
-    /// Every (origin, route key)'s samples inside the window at `now_ms`,
-    /// in no particular order (for the stats page; no side effects on the
-    /// keys' idle time).
-    pub fn route_sketches(&mut self, now_ms: f64) -> Vec<(usize, String, LatencySketch)> {
-        let keys: Vec<(usize, String)> = self.routes.iter().map(|(k, _)| k.clone()).collect();
-        keys.into_iter()
-            .filter_map(|key| {
-                let window = self.routes.get_mut(&key, f64::NEG_INFINITY)?;
-                let sketch = window.snapshot(now_ms).clone();
-                (sketch.count() > 0).then_some((key.0, key.1, sketch))
-            })
-            .collect()
+    /// Calls `each` with every (origin, route key) that has samples inside
+    /// the window at `now_ms`, and them, in no particular order (for the
+    /// stats page; no side effects on the keys' idle time).
+    pub fn each_route_sketch(
+        &mut self,
+        now_ms: f64,
+        mut each: impl FnMut(usize, &str, &LatencySketch),
+    ) {
+        each_snapshot(&mut self.routes, now_ms, |(origin, route), sketch| {
+            each(*origin, route, sketch)
+        });
     }
 
     /// Number of (origin, route key) pairs tracked now.

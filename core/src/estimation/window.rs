@@ -14,6 +14,9 @@
 //! at most ~1.5% of the samples, far inside the sampling noise of a tail
 //! quantile.
 
+use std::hash::Hash;
+
+use crate::capped_map::CappedMap;
 use crate::estimation::sketch::{LatencySketch, Sample};
 
 /// Settings for a sliding window.
@@ -288,6 +291,25 @@ impl WindowedSketch {
     fn expire(&mut self, now_ms: f64) {
         if self.window.rotate(now_ms) {
             self.cached = None;
+        }
+    }
+}
+
+/// Calls `each` with every window of `windows` that holds samples at
+/// `now_ms`, and its key: the stats pages' read of an estimator or an
+/// aggregator (the keys' idle times are left alone).
+pub fn each_snapshot<K: Hash + Eq + Clone>(
+    windows: &mut CappedMap<K, WindowedSketch>,
+    now_ms: f64,
+    mut each: impl FnMut(&K, &LatencySketch),
+) {
+    let keys: Vec<K> = windows.iter().map(|(k, _)| k.clone()).collect();
+    for key in keys {
+        if let Some(window) = windows.get_mut(&key, f64::NEG_INFINITY) {
+            let sketch = window.snapshot(now_ms);
+            if sketch.count() > 0 {
+                each(&key, sketch);
+            }
         }
     }
 }

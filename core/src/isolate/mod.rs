@@ -354,9 +354,7 @@ impl Isolate {
     /// What the advisor reads of this isolate at `now_ms` (the stats page
     /// appends it).
     pub fn latency_export(&mut self, now_ms: f64) -> LatencyExport {
-        let covered_ms = now_ms - self.started_ms;
-        let (params, metrics) = (&self.params, &self.metrics);
-        stats::latency_export(params, &mut self.hedger, metrics, covered_ms, now_ms)
+        stats::latency_export(self, now_ms)
     }
 
     /// The isolate-scope metrics at `now_ms`, as text in `format`.

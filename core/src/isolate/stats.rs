@@ -13,7 +13,6 @@ use crate::admission::hedge_gate::HedgeDenied;
 use crate::config::Params;
 use crate::estimation::delay_plan::RouteDelay;
 use crate::observe::latency_export::LatencyExport;
-use crate::observe::metrics::MetricCounts;
 use crate::observe::route_stats::RouteCounters;
 use crate::pop::push::KeyDelta;
 use crate::race::Hedger;
@@ -194,28 +193,31 @@ fn payoff(h: &Hedger, origin: usize) -> BTreeMap<&'static str, PayoffJson> {
         .collect()
 }
 
-/// What the advisor reads of the isolate at `now_ms`: its sketches per
-/// (origin, route key) over the window (or the `covered_ms` the isolate has
-/// lived, if less), the setting in force, and the share of extra legs in
-/// what `metrics` counted.
-pub(super) fn latency_export(
-    params: &Params,
-    h: &mut Hedger,
-    metrics: &MetricCounts,
-    covered_ms: f64,
-    now_ms: f64,
-) -> LatencyExport {
+/// What the advisor reads of `isolate` at `now_ms`: its sketches per
+/// (origin, route key) over the window (or the time the isolate has lived,
+/// if less), the setting in force, and the share of extra legs in what its
+/// metrics counted.
+pub(super) fn latency_export(isolate: &mut Isolate, now_ms: f64) -> LatencyExport {
+    let Isolate {
+        params,
+        hedger: h,
+        metrics,
+        started_ms,
+        ..
+    } = isolate;
+    let covered_ms = now_ms - *started_ms;
     let (requests, extra) = (metrics.routes.values()).fold((0u64, 0u64), |(n, e), r| {
         let hedges: u64 = r.hedges.iter().flatten().sum();
         (n + r.requests, e + hedges)
     });
     let extra = extra + metrics.third_attempts;
-    let keys = (h.estimator.route_sketches(now_ms).into_iter())
-        .filter_map(|(origin, route, sketch)| {
-            let name = &params.origins.get(origin)?.name;
-            Some(KeyDelta::new(name, &route, &sketch))
-        })
-        .collect();
+    let mut keys = Vec::new();
+    h.estimator
+        .each_route_sketch(now_ms, |origin, route, sketch| {
+            if let Some(o) = params.origins.get(origin) {
+                keys.push(KeyDelta::new(&o.name, route, sketch));
+            }
+        });
     LatencyExport {
         window_s: params.estimator.window.window_ms.min(covered_ms.max(0.0)) / 1000.0,
         hedge_share: if requests > 0 {

@@ -17,7 +17,9 @@ use crate::capped_map::CappedMap;
 use serde::{Deserialize, Serialize};
 
 use crate::estimation::sketch::{BucketCounts, LatencySketch};
-use crate::estimation::window::{SlidingWindow, WindowParams, WindowSlot, WindowedSketch};
+use crate::estimation::window::{
+    each_snapshot, SlidingWindow, WindowParams, WindowSlot, WindowedSketch,
+};
 use crate::observe::latency_export::LatencyExport;
 use crate::observe::metrics::{MetricCounts, RouteMetrics};
 use crate::observe::route_labels::RouteLabels;
@@ -383,16 +385,10 @@ impl PopAggregate {
         policy: &str,
         now_ms: f64,
     ) -> LatencyExport {
-        let names: Vec<PopKey> = self.keys.iter().map(|(k, _)| k.clone()).collect();
         let mut keys = Vec::new();
-        for key in names {
-            if let Some(window) = self.keys.get_mut(&key, f64::NEG_INFINITY) {
-                let sketch = window.snapshot(now_ms);
-                if sketch.count() > 0 {
-                    keys.push(KeyDelta::new(&key.0, &key.1, sketch));
-                }
-            }
-        }
+        each_snapshot(&mut self.keys, now_ms, |(origin, route), sketch| {
+            keys.push(KeyDelta::new(origin, route, sketch));
+        });
         LatencyExport {
             window_s: self.params.window.window_ms / 1000.0,
             hedge_share: self.hedge_fraction(now_ms),

@@ -176,11 +176,7 @@ impl DurableObject for PopAggregator {
                 let text = self.with_aggregate(|_, aggregate| {
                     aggregate.metrics_text(format, &pop, self.budget_ratio, now)
                 })?;
-                let mut response = Response::ok(text)?;
-                response
-                    .headers_mut()
-                    .set("content-type", format.content_type())?;
-                Ok(response)
+                text_response(text, format.content_type())
             }
             (Method::Get, "/stats") => {
                 let now = worker::Date::now().as_millis() as f64;
@@ -203,11 +199,7 @@ impl DurableObject for PopAggregator {
                 })?;
                 // Each (origin, route key)'s latency over the window, for the advisor.
                 latency.append_to(&mut text);
-                let mut response = Response::ok(text)?;
-                response
-                    .headers_mut()
-                    .set("content-type", "application/json")?;
-                Ok(response)
+                text_response(text, "application/json")
             }
             _ => json(
                 404,
@@ -470,4 +462,11 @@ fn save(
 
 fn json<T: Serialize>(status: u16, body: &T) -> worker::Result<Response> {
     Ok(Response::from_json(body)?.with_status(status))
+}
+
+/// A 200 of `text` as `content_type`.
+fn text_response(text: String, content_type: &str) -> worker::Result<Response> {
+    let mut response = Response::ok(text)?;
+    response.headers_mut().set("content-type", content_type)?;
+    Ok(response)
 }
