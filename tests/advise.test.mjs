@@ -4,7 +4,7 @@
 // bad input gets a clear error.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -16,13 +16,11 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const TOKEN = "test-token-0123456789abcdef";
 const scratch = mkdtempSync(path.join(tmpdir(), "hedgehog-advise-test-"));
 
-function advise(...args) {
-  const r = spawnSync("bash", [path.join(root, "scripts/advise.sh"), ...args], { encoding: "utf8", cwd: root, timeout: 600_000 });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
-
-/** The same, run without blocking this process (the Worker it asks runs beside it), with `token` in the environment. */
-function adviseWith(token, ...args) {
+/**
+ * Runs `npm run advise`'s script with `args` (and `token` as HEDGE_STATS_TOKEN)
+ * without blocking this process: the Worker it may ask runs beside it.
+ */
+function advise(args, token = process.env.HEDGE_STATS_TOKEN ?? "") {
   return new Promise((resolve) => {
     const child = spawn("bash", [path.join(root, "scripts/advise.sh"), ...args], { cwd: root, env: { ...process.env, HEDGE_STATS_TOKEN: token } });
     let stdout = "";
@@ -65,7 +63,7 @@ test("the advisor replays the Worker's own stats page and predicts what hedging 
   const file = path.join(scratch, "stats.json");
   writeFileSync(file, text);
 
-  const run = advise("--from", file, "--json", "--budgets", "0,12");
+  const run = await advise(["--from", file, "--json", "--budgets", "0,12"]);
   assert.equal(run.status, 0, run.stderr);
   const advice = JSON.parse(run.stdout);
   assert.equal(advice.in_force.budget_percent, 12);
@@ -85,44 +83,40 @@ test("the advisor replays the Worker's own stats page and predicts what hedging 
   assert.equal(route.recommendation.budget_percent, 12);
 
   // As a user runs it against a deployed Worker: --url, the token from the environment.
-  const fetched = await adviseWith(TOKEN, "--url", `${w.url}/__hedge/stats`, "--json", "--budgets", "12");
+  const fetched = await advise(["--url", `${w.url}/__hedge/stats`, "--json", "--budgets", "12"], TOKEN);
   assert.equal(fetched.status, 0, fetched.stderr);
   assert.ok(JSON.parse(fetched.stdout).routes.some((r) => r.route === "/api" && r.judged));
-  const refused = await adviseWith("wrong-token-0123456789abcdef", "--url", `${w.url}/__hedge/stats`);
+  const refused = await advise(["--url", `${w.url}/__hedge/stats`], "wrong-token-0123456789abcdef");
   assert.equal(refused.status, 2);
   assert.match(refused.stderr, /token was refused/);
 
-  const table = advise("--from", file, "--budgets", "0,12");
+  const table = await advise(["--from", file, "--budgets", "0,12"]);
   assert.equal(table.status, 0, table.stderr);
   assert.match(table.stdout, /route \/api: .* requests\/s/);
   assert.match(table.stdout, /tail-aware \* \| 12 /);
   assert.match(table.stdout, /What the replay cannot know/);
 });
 
-test("the advisor says what is wrong with its input, and --help says how to run it", () => {
-  const help = advise("--help");
+test("the advisor says what is wrong with its input, and --help says how to run it", async () => {
+  const help = await advise(["--help"]);
   assert.equal(help.status, 0);
   assert.match(help.stdout, /--url/);
   assert.match(help.stdout, /--from/);
-  const missing = advise("--from", path.join(scratch, "nothing-here.json"));
+  const missing = await advise(["--from", path.join(scratch, "nothing-here.json")]);
   assert.equal(missing.status, 2);
   assert.match(missing.stderr, /cannot read/);
   const old = path.join(scratch, "old.json");
   writeFileSync(old, JSON.stringify({ routes: [] }));
-  const noLatency = advise("--from", old);
+  const noLatency = await advise(["--from", old]);
   assert.equal(noLatency.status, 2);
   assert.match(noLatency.stderr, /no "latency" section/);
-  const bad = advise("--from", old, "--budgets", "5,lots");
+  const bad = await advise(["--from", old, "--budgets", "5,lots"]);
   assert.equal(bad.status, 2);
   assert.match(bad.stderr, /--budgets expects percentages/);
-  const knee = advise("--from", old, "--knee-pct", "-3");
+  const knee = await advise(["--from", old, "--knee-pct", "-3"]);
   assert.equal(knee.status, 2);
   assert.match(knee.stderr, /--knee-pct does not take "-3"/);
-  const noToken = spawnSync("bash", [path.join(root, "scripts/advise.sh"), "--url", "http://127.0.0.1:9/"], {
-    encoding: "utf8",
-    cwd: root,
-    env: { ...process.env, HEDGE_STATS_TOKEN: "" },
-  });
+  const noToken = await advise(["--url", "http://127.0.0.1:9/"], "");
   assert.equal(noToken.status, 2);
   assert.match(noToken.stderr, /HEDGE_STATS_TOKEN/);
 });

@@ -180,34 +180,28 @@ fn routes_of(export: &LatencyExport) -> Vec<RouteData> {
     let whole: Vec<(String, Empirical)> = (by_origin.iter())
         .filter_map(|(origin, sketch)| Some((origin.clone(), Empirical::from_sketch(sketch)?)))
         .collect();
-    let mut routes: Vec<RouteData> = by_route
-        .into_iter()
-        .map(|(route, mut origins)| {
-            origins.sort_by(|a, b| b.1.legs.cmp(&a.1.legs).then(a.0.cmp(&b.0)));
-            let legs = origins.iter().map(|o| o.1.legs).sum();
-            RouteData {
-                route,
-                origins,
-                legs,
-            }
-        })
+    let mut routes: Vec<RouteData> = (by_route.into_iter())
+        .map(|(route, origins)| RouteData::new(route, origins))
         .collect();
     routes.sort_by_key(|r| std::cmp::Reverse(r.legs));
     routes.truncate(MAX_ROUTES);
     if routes.len() > 1 {
-        let mut origins = whole;
-        origins.sort_by(|a, b| b.1.legs.cmp(&a.1.legs).then(a.0.cmp(&b.0)));
-        let legs = origins.iter().map(|o| o.1.legs).sum();
-        routes.insert(
-            0,
-            RouteData {
-                route: ALL_ROUTES.to_string(),
-                origins,
-                legs,
-            },
-        );
+        routes.insert(0, RouteData::new(ALL_ROUTES.to_string(), whole));
     }
     routes
+}
+
+impl RouteData {
+    /// `route` with its `origins`, busiest first (ties by name).
+    fn new(route: String, mut origins: Vec<(String, Empirical)>) -> Self {
+        origins.sort_by(|a, b| b.1.legs.cmp(&a.1.legs).then(a.0.cmp(&b.0)));
+        let legs = origins.iter().map(|o| o.1.legs).sum();
+        RouteData {
+            route,
+            origins,
+            legs,
+        }
+    }
 }
 
 /// Each origin's share of failed answers, from the stats page's origins
@@ -256,17 +250,17 @@ fn advise_route(
     let guess_ms = (r.origins.iter())
         .filter_map(|(_, e)| e.guessed_at_ms())
         .fold(f64::INFINITY, f64::min);
-    let head = json!({
-        "route": r.route,
-        "rate_rps": rate_rps,
-        "origins": r.origins.iter().map(|(name, e)| json!({
+    let origins = json!(r
+        .origins
+        .iter()
+        .map(|(name, e)| json!({
             "origin": name, "legs": e.legs, "unresolved_tail": e.unresolved_tail,
             "p50_ms": e.at(0.5), "p99_ms": e.at(0.99),
             "failure_share": failures.get(name).copied().unwrap_or(0.0),
-        })).collect::<Vec<_>>(),
-    });
+        }))
+        .collect::<Vec<_>>());
     if let Some(why) = not_judged(r) {
-        return json!({ "route": head["route"], "rate_rps": rate_rps, "origins": head["origins"], "judged": false, "why_not": why });
+        return json!({ "route": r.route, "rate_rps": rate_rps, "origins": origins, "judged": false, "why_not": why });
     }
     let scenario = Scenario {
         name: "measured",
@@ -324,9 +318,6 @@ fn advise_route(
             let row = Row::from_result(&config.name, &result);
             let extra =
                 (result.hedges + result.third_attempts) as f64 / result.requests.max(1) as f64;
-            if policy == "tail-aware" && budget > 0.0 {
-                tapes.push((rows.len(), result.tape.clone(), extra));
-            }
             let in_force = policy == export.policy && (budget - export.budget_percent).abs() < 1e-9;
             let at_guess = (result.latencies_ms.iter())
                 .filter(|&&ms| ms >= guess_ms * 0.99)
@@ -339,6 +330,9 @@ fn advise_route(
                 "share_at_guess": at_guess,
                 "extra_pct": row.extra_pct, "errors": row.errors,
             }));
+            if policy == "tail-aware" && budget > 0.0 {
+                tapes.push((rows.len() - 1, result.tape, extra));
+            }
         }
     }
     let recommendation = knee(&rows, &export.policy, knee_pct);
@@ -354,7 +348,7 @@ fn advise_route(
         }
     }
     json!({
-        "route": head["route"], "rate_rps": rate_rps, "origins": head["origins"], "judged": true,
+        "route": r.route, "rate_rps": rate_rps, "origins": origins, "judged": true,
         "unresolved_tail": (r.origins.iter()).fold(0.0f64, |m, (_, e)| m.max(e.unresolved_tail)),
         "guessed_at_ms": guess_ms.is_finite().then_some(guess_ms),
         "simulated_seconds": params.seconds,
