@@ -9,7 +9,7 @@
 use hedgehog_core::config;
 use hedgehog_core::estimation::sketch::{LatencySketch, Sample, RELATIVE_ERROR};
 use hedgehog_core::pop::aggregate::PopAggregate;
-use hedgehog_core::pop::client::PopClient;
+use hedgehog_core::pop::link::PopLink;
 use hedgehog_core::pop::push::{KeyQuantile, PushReply, PUSH_VERSION};
 use hedgehog_core::sim::Rng;
 
@@ -79,17 +79,17 @@ fn main() {
     );
     for (rate, routes) in [(100.0, 1usize), (100.0, 4), (1_000.0, 4)] {
         let per_push = (rate * 5.0_f64).min(1_000.0) as usize;
-        let mut client = PopClient::new(config::defaults().pop.client);
+        let mut link = PopLink::new(config::defaults().pop.link);
         let mut rng = Rng::from_state(7);
         let names = vec!["primary".to_string(), "secondary".to_string()];
         for i in 0..per_push {
             let route = format!("/route{}", i % routes);
-            client.note_request(0, &route, true);
+            link.note_request(0, &route, true);
             let heavy = &distributions()[2].1;
-            client.record_sample(0, &route, Sample::Completed(heavy(&mut rng)));
-            client.record_response(0, false);
+            link.record_sample(0, &route, Sample::Completed(heavy(&mut rng)));
+            link.record_response(0, false);
         }
-        let push = client.take_push(0.0, 0.95, &names);
+        let push = link.take_push(0.0, 0.95, &names);
         println!(
             "{rate} rps, {routes} route key(s): {} samples per push, {} bytes",
             per_push,
@@ -100,7 +100,7 @@ fn main() {
     println!();
     println!("## Pushes per isolate per minute (every push answered at once)");
     for rate in [10.0, 100.0, 1_000.0, 5_000.0] {
-        let mut client = PopClient::new(config::defaults().pop.client);
+        let mut link = PopLink::new(config::defaults().pop.link);
         let names = vec!["primary".to_string()];
         let reply = PushReply {
             version: PUSH_VERSION,
@@ -120,10 +120,10 @@ fn main() {
         let requests = (rate * 60.0) as u64;
         for i in 0..requests {
             let now = i as f64 * 1_000.0 / rate;
-            client.note_request(0, "/r", true);
-            if client.push_due(now) {
-                client.take_push(now, 0.95, &names);
-                client.push_succeeded(&reply, 300, now, &names);
+            link.note_request(0, "/r", true);
+            if link.push_due(now) {
+                link.take_push(now, 0.95, &names);
+                link.push_succeeded(&reply, 300, now, &names);
                 pushes += 1;
             }
         }

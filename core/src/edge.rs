@@ -5,10 +5,10 @@
 //!
 //! Grouped by what the glue does with it.
 
-/// The isolate: a request's admission, cache use, race and completion, and
+/// The isolate: a request's intake, cache use, race and completion, and
 /// the operator pages' views.
 pub use crate::isolate::{
-    leg_lines, public_leg, Admission, Admit, Answer, BodyPlan, Completion, EntryUse, Isolate,
+    leg_lines, public_leg, Answer, BodyPlan, Completion, EntryUse, Exchange, Intake, Isolate,
     RequestHead,
 };
 
@@ -58,5 +58,5 @@ pub use crate::pop::{
     aggregate::{PopAggregate, PopKey, PopParams},
     probes::{judge as judge_probe, ProbeResult},
     push::{ErrorReport, OriginRate, Push, PushReply},
-    upkeep::{PushAdmission, SnapshotSchedule, SHED_ABOVE_PUSHES_PER_S, SHED_RETRY_AFTER_S},
+    upkeep::{PushLimiter, SnapshotSchedule, SHED_ABOVE_PUSHES_PER_S, SHED_RETRY_AFTER_S},
 };

@@ -1,7 +1,7 @@
 //! hedgehog-edge's decision core: plain Rust with time passed in, no I/O.
 //!
 //! The Worker (the root crate) hands each request to its isolate's
-//! [`isolate::Isolate`] in a few calls (admit, plan, the race's events,
+//! [`isolate::Isolate`] in a few calls (accept, plan, the race's events,
 //! complete) and performs what they return; the races' decisions are made by
 //! the [`race::Hedger`], which [`sim`] drives on a virtual clock too.
 //!
@@ -16,7 +16,7 @@
 //! - [`observe`]: stats counters and the request log line.
 //! - [`capped_map`]: the bound on every per-key table.
 //! - [`race`]: the Hedger and one race's plan, state machine and event handlers.
-//! - [`isolate`]: the facade a request's pipeline calls: admission, cache use,
+//! - [`isolate`]: the facade a request's pipeline calls: intake, cache use,
 //!   the race, completion; the stats page's view.
 //! - [`config`], [`no_hedge`]: the configuration, and why a request was not hedged.
 //! - [`edge`]: everything the Worker's glue may name (it imports nothing else).

@@ -8,7 +8,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
-use hedgehog_core::isolate::{Admit, Answer, Isolate, RequestHead};
+use hedgehog_core::isolate::{Answer, Intake, Isolate, RequestHead};
 use hedgehog_core::race::{Leg, RaceEvent, RaceIo};
 
 struct Counting;
@@ -51,12 +51,12 @@ fn request(iso: &mut Isolate, method: &str, url: &str, status: u16, now_ms: f64)
         header: &no_headers,
         new_id: &|| "00000000000000000000000000000001".to_string(),
     };
-    let Admit::Proxy(mut admission) = iso.admit(&head, now_ms) else {
+    let Intake::Proxy(mut exchange) = iso.accept(&head, now_ms) else {
         panic!("{method} {url} not proxied");
     };
-    let plan = match admission.plan.take() {
+    let plan = match exchange.plan.take() {
         Some(plan) => plan,
-        None => iso.plan(&admission),
+        None => iso.plan(&exchange),
     };
     let (mut race, _) = iso.start(plan, now_ms);
     let answered = RaceEvent::Answered(Leg::Primary, Ok(status));
@@ -68,7 +68,7 @@ fn request(iso: &mut Isolate, method: &str, url: &str, status: u16, now_ms: f64)
         analytics: false,
     };
     // A write's invalidation is recorded by the completion itself.
-    iso.complete(&admission, &race, &answer, url, now_ms + 2.0);
+    iso.complete(&exchange, &race, &answer, url, now_ms + 2.0);
 }
 
 #[test]

@@ -11,7 +11,7 @@ use hedgehog_core::config;
 use hedgehog_core::estimation::estimator::LatencyEstimator;
 use hedgehog_core::estimation::sketch::Sample;
 use hedgehog_core::observe::route_stats::{RaceSummary, RouteStats};
-use hedgehog_core::pop::client::PopClient;
+use hedgehog_core::pop::link::PopLink;
 use hedgehog_core::request::coalesce::{Coalescer, Role};
 use hedgehog_core::request::route_key::route_key;
 
@@ -34,7 +34,7 @@ fn state_stays_bounded_under_100k_distinct_paths() {
     let mut stats = RouteStats::new(params.estimator.max_route_keys);
     let mut coalescer = Coalescer::new(params.coalesce);
     let mut cache_routes = CacheRoutes::new(64);
-    let mut pop = PopClient::new(params.pop.client);
+    let mut pop = PopLink::new(params.pop.link);
 
     let mut routes = std::collections::HashSet::new();
     for i in 0..PATHS {

@@ -14,7 +14,7 @@ use worker::web_sys;
 
 use super::request_body::ClientBodyFault;
 use hedgehog_core::edge::{
-    connection_tokens, traceparent, Admission, Leg, TraceContext, HEDGE_ATTEMPT_HEADER,
+    connection_tokens, traceparent, Exchange, Leg, TraceContext, HEDGE_ATTEMPT_HEADER,
     REQUEST_ID_HEADER,
 };
 
@@ -48,9 +48,9 @@ pub(crate) struct OutboundRequest {
 /// token), plus the request id.
 pub(crate) fn outbound_headers(
     client: &web_sys::Headers,
-    admission: &Admission,
+    exchange: &Exchange,
 ) -> worker::Result<web_sys::Headers> {
-    let request_id = &admission.request_id;
+    let request_id = &exchange.request_id;
     let headers = web_sys::Headers::new_with_headers(client)?;
     let tokens = connection_tokens(client.get("connection")?.as_deref());
     // Collect first: deleting while iterating would disturb the iterator.
@@ -59,7 +59,7 @@ pub(crate) fn outbound_headers(
         // Header iteration yields lower-case names.
         if let Some(name) = name?
             .as_string()
-            .filter(|n| admission.drops_header(n, &tokens))
+            .filter(|n| exchange.drops_header(n, &tokens))
         {
             dropped.push(name);
         }

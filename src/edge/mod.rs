@@ -40,7 +40,7 @@ mod websocket;
 
 use worker::{console_error, event, web_sys, Context, Env};
 
-use hedgehog_core::edge::{Admit, RequestHead};
+use hedgehog_core::edge::{Intake, RequestHead};
 
 /// Every request: the isolate admits it, and its route's handler answers.
 #[event(fetch)]
@@ -67,21 +67,21 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         header: &header,
         new_id: &clock::new_id,
     };
-    let admitted = isolate.borrow_mut().admit(&head, start_ms);
-    match admitted {
-        Admit::Refused {
+    let intake = isolate.borrow_mut().accept(&head, start_ms);
+    match intake {
+        Intake::Refused {
             message,
             request_id,
         } => reply::bad_request(message, &request_id),
-        Admit::Operator { page, request_id } => {
+        Intake::Operator { page, request_id } => {
             operator::respond(page, &isolate, &env, &req, &request_id).await
         }
-        Admit::WebSocket {
+        Intake::WebSocket {
             request_id,
             url,
             strip_authorization,
         } => websocket::pass_through(&req, &url, &request_id, strip_authorization).await,
-        Admit::Proxy(admission) => {
+        Intake::Proxy(exchange) => {
             let connections = connections::Connections::new();
             let client = client::Client {
                 req: &req,
@@ -92,7 +92,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             // Boxed: inline, its state is laid out beside this future's own
             // (measured: 4 KB held a request through the race; boxed, 2.9 KB
             // of heap in all, 2.7 KB before the pipeline).
-            Box::pin(proxy::run(client, &env, &ctx, &isolate, *admission)).await
+            Box::pin(proxy::run(client, &env, &ctx, &isolate, *exchange)).await
         }
     }
 }

@@ -17,8 +17,8 @@ use worker::{web_sys, Env, Method};
 use super::clock::now_ms;
 use super::env_vars::{ASSETS_BINDING, POP_BINDING};
 use super::isolate::Shared;
-use super::pop::client::ask;
 use super::pop::colo;
+use super::pop::link::ask;
 use super::reply;
 use hedgehog_core::edge::{Format, OperatorPage};
 

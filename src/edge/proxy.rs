@@ -17,7 +17,7 @@ use super::reply::{self, Timing};
 use super::request_body::{self, BodyRead, ClientBodyFault, HeldClaim};
 use super::{analytics, pop, refresh, request_log};
 use hedgehog_core::edge::{
-    not_modified, Admission, BodyPlan, EntryUse, FlightState, Role, Served,
+    not_modified, BodyPlan, EntryUse, Exchange, FlightState, Role, Served,
     CONDITIONAL_REQUEST_HEADERS,
 };
 
@@ -37,45 +37,45 @@ struct Miss {
     leader: Option<LeaderGuard>,
 }
 
-/// Proxies an admitted request.
+/// Proxies an exchange the isolate accepted.
 pub(crate) async fn run(
     client: Client<'_>,
     env: &Env,
     ctx: &Context,
     isolate: &Shared,
-    mut admission: Admission,
+    mut exchange: Exchange,
 ) -> worker::Result<web_sys::Response> {
-    let request_id = admission.request_id.clone();
+    let request_id = exchange.request_id.clone();
     // Taken at once: a refused request releases its flight as it returns.
-    let leader = match admission.role {
+    let leader = match exchange.role {
         Role::Leader(id) => Some(LeaderGuard::new(client.url, id)),
         _ => None,
     };
     let mut held = HeldClaim::default();
     let fault = ClientBodyFault::default();
-    let body = match read_body(client, &mut admission, &mut held, &fault).await {
+    let body = match read_body(client, &mut exchange, &mut held, &fault).await {
         Ok(body) => body,
         Err(_) if client.req.signal().aborted() => return reply::client_gone(&request_id),
         Err(message) => return reply::bad_request(message, &request_id),
     };
     // The cache step and the completion are boxed: inline, their state
     // (1.2 KB for the completion) would be held through the whole race.
-    let miss = match Box::pin(consult_cache(client, env, ctx, isolate, &admission, leader)).await? {
+    let miss = match Box::pin(consult_cache(client, env, ctx, isolate, &exchange, leader)).await? {
         Ok(miss) => miss,
         Err(served) => return served,
     };
     if client.req.signal().aborted() {
         return reply::client_gone(&request_id);
     }
-    // Planned at admission when nothing had to be looked up or read first.
-    let plan = match admission.plan.take() {
+    // Planned at intake when nothing had to be looked up or read first.
+    let plan = match exchange.plan.take() {
         Some(plan) => plan,
-        None => isolate.borrow_mut().plan(&admission),
+        None => isolate.borrow_mut().plan(&exchange),
     };
-    let (mut outbound, revalidating) = outbound(client, &admission, body, fault, &miss)?;
+    let (mut outbound, revalidating) = outbound(client, &exchange, body, fault, &miss)?;
     let target = Target {
-        path: &admission.path,
-        query: admission.query.as_deref(),
+        path: &exchange.path,
+        query: exchange.query.as_deref(),
     };
     let signal = client.req.signal();
     let report = race::run(
@@ -113,22 +113,22 @@ pub(crate) async fn run(
         }
         return reply::client_gone(&request_id);
     }
-    Box::pin(finish(client, env, ctx, isolate, &admission, report, miss)).await
+    Box::pin(finish(client, env, ctx, isolate, &exchange, report, miss)).await
 }
 
 /// The request the legs send, and whether it revalidates a stale entry.
 fn outbound(
     client: Client<'_>,
-    admission: &Admission,
+    exchange: &Exchange,
     body: OutboundBody,
     fault: ClientBodyFault,
     miss: &Miss,
 ) -> worker::Result<(OutboundRequest, bool)> {
     let outbound = OutboundRequest {
-        method: admission.method.clone(),
-        headers: leg::outbound_headers(client.headers, admission)?,
+        method: exchange.method.clone(),
+        headers: leg::outbound_headers(client.headers, exchange)?,
         body,
-        trace: admission.trace.clone(),
+        trace: exchange.trace.clone(),
         client_body: fault,
     };
     // A stale entry with a validator is revalidated: a 304 then refreshes it
@@ -147,12 +147,12 @@ fn outbound(
 /// whose body held bytes, or a held body that broke off.
 async fn read_body(
     client: Client<'_>,
-    admission: &mut Admission,
+    exchange: &mut Exchange,
     held: &mut HeldClaim,
     fault: &ClientBodyFault,
 ) -> Result<OutboundBody, &'static str> {
-    let declared = admission.declared_length;
-    Ok(match admission.body {
+    let declared = exchange.declared_length;
+    Ok(match exchange.body {
         BodyPlan::Empty => OutboundBody::Empty,
         // GET and HEAD carry no body: an empty one is dropped, a real one refused.
         BodyPlan::Drain { refuse } => {
@@ -169,7 +169,7 @@ async fn read_body(
             match request_body::read_up_to(client.req, cap, declared, held, fault).await {
                 BodyRead::Held(bytes) => OutboundBody::Buffered(bytes),
                 BodyRead::Streamed(stream, reason) => {
-                    admission.not_hedgeable(reason);
+                    exchange.not_hedgeable(reason);
                     OutboundBody::Stream(Some(stream))
                 }
                 BodyRead::Broken => return Err(BODY_BROKE),
@@ -182,7 +182,7 @@ async fn read_body(
     })
 }
 
-/// Waits on a coalesced flight and looks in the cache as admitted:
+/// Waits on a coalesced flight and looks in the cache as the intake said:
 /// `Err(response)` when the cache answers (or the client left), else what
 /// the race needs of it.
 async fn consult_cache(
@@ -190,13 +190,13 @@ async fn consult_cache(
     env: &Env,
     ctx: &Context,
     isolate: &Shared,
-    admission: &Admission,
+    exchange: &Exchange,
     mut leader: Option<LeaderGuard>,
 ) -> worker::Result<Result<Miss, worker::Result<web_sys::Response>>> {
-    let request_id = &admission.request_id;
+    let request_id = &exchange.request_id;
     let mut found = cache::Lookup::default();
     let mut coalesced = false;
-    if let Role::Waiter(id) = admission.role {
+    if let Role::Waiter(id) = exchange.role {
         let signal = client.req.signal();
         let Some(outcome) = coalesce::wait_for(client.url, id, || signal.aborted()).await else {
             return Ok(Err(reply::client_gone(request_id)));
@@ -208,7 +208,7 @@ async fn consult_cache(
         // Nothing shared (or another variant): fetch as if this request had come alone.
     }
     // A waiter that found nothing in the cache does not look again.
-    if admission.look_up_cache && !coalesced {
+    if exchange.look_up_cache && !coalesced {
         found = cache::lookup(client.url, client.headers, client.connections).await;
     }
     let Some(entry) = found.entry.take() else {
@@ -220,7 +220,7 @@ async fn consult_cache(
     };
     let judged = isolate
         .borrow_mut()
-        .judge_entry(admission, &entry.meta.freshness, coalesced);
+        .judge_entry(exchange, &entry.meta.freshness, coalesced);
     let (age_s, how) = match judged {
         Some(EntryUse::Serve { age_s, how }) => (age_s, how),
         stale => {
@@ -237,16 +237,16 @@ async fn consult_cache(
         leader.stored();
     }
     if how == Served::StaleWhileRevalidate {
-        refresh::spawn(ctx, env, isolate, client, admission, &entry);
+        refresh::spawn(ctx, env, isolate, client, exchange, &entry);
     }
-    Ok(Err(serve_entry(client, admission, &entry, age_s, how)))
+    Ok(Err(serve_entry(client, exchange, &entry, age_s, how)))
 }
 
 /// A stored entry served as `how`; a conditional request its validators
 /// match gets a 304.
 fn serve_entry(
     client: Client<'_>,
-    admission: &Admission,
+    exchange: &Exchange,
     entry: &Entry,
     age_s: u64,
     how: Served,
@@ -268,10 +268,10 @@ fn serve_entry(
         );
     let served = cache::served(entry, age_s, conditional_hit)?;
     let timing = Timing {
-        start_ms: admission.started_ms,
+        start_ms: exchange.started_ms,
         now_ms: now_ms(),
     };
-    reply::cache_hit_response(served, how, &admission.request_id, timing)
+    reply::cache_hit_response(served, how, &exchange.request_id, timing)
 }
 
 /// Whether the client's request is conditional itself.
@@ -288,7 +288,7 @@ async fn finish(
     env: &Env,
     ctx: &Context,
     isolate: &Shared,
-    admission: &Admission,
+    exchange: &Exchange,
     mut report: RaceReport,
     mut miss: Miss,
 ) -> worker::Result<web_sys::Response> {
@@ -296,7 +296,7 @@ async fn finish(
     let stale_if_error = matches!(miss.stale, Some((_, true)));
     let done = report.complete(
         isolate,
-        admission,
+        exchange,
         client.url,
         stale_if_error,
         dataset.is_some(),
@@ -318,13 +318,15 @@ async fn finish(
             }
         });
         if !stored {
-            isolate.borrow_mut().learn_storable(&admission.route, false);
+            isolate
+                .borrow_mut()
+                .learn_storable(&exchange.route.key, false);
         }
     }
     // Not stored: waiters are released now, as the headers say so, not later.
     drop(miss.leader.take());
     let timing = Timing {
-        start_ms: admission.started_ms,
+        start_ms: exchange.started_ms,
         now_ms: now_ms(),
     };
     let response = match (done.rescue, &miss.stale) {
@@ -336,16 +338,16 @@ async fn finish(
             let age_s = entry.meta.freshness.current_age_s(timing.now_ms / 1000.0) as u64;
             cache::served(entry, age_s, false).and_then(|served| {
                 let how = Served::StaleIfError;
-                reply::cache_hit_response(served, how, &admission.request_id, timing)
+                reply::cache_hit_response(served, how, &exchange.request_id, timing)
             })
         }
-        _ => reply::race_response(isolate, report, &admission.request_id, &done, timing),
+        _ => reply::race_response(isolate, report, &exchange.request_id, &done, timing),
     };
     if let (Some(line), Ok(response)) = (done.log, &response) {
         request_log::finish(isolate, line, response.status(), dataset.as_ref());
     }
     if let Some(body) = done.push {
-        pop::client::push(ctx, env, client.req, isolate, client.connections, body);
+        pop::link::push(ctx, env, client.req, isolate, client.connections, body);
     }
     response
 }

@@ -17,7 +17,7 @@ use super::connections::{Connections, Slot};
 use super::isolate::Shared;
 use super::leg::{self, OutboundBody, OutboundRequest};
 use hedgehog_core::edge::{
-    Admission, Answer, Completion, Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState,
+    Answer, Completion, Exchange, Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState,
     INVALID_STATUS,
 };
 
@@ -69,14 +69,14 @@ impl RaceReport {
         }
     }
 
-    /// The isolate's completion of `admission`'s race for `url`, handed the
+    /// The isolate's completion of `exchange`'s race for `url`, handed the
     /// kept response's status and headers (read as the core asks for them);
     /// `stale_if_error` when a stale entry may stand in for a failure,
     /// `analytics` when a dataset is bound.
     pub(crate) fn complete(
         &self,
         isolate: &Shared,
-        admission: &Admission,
+        exchange: &Exchange,
         url: &str,
         stale_if_error: bool,
         analytics: bool,
@@ -90,7 +90,7 @@ impl RaceReport {
             stale_if_error,
             analytics,
         };
-        (isolate.borrow_mut()).complete(admission, &self.state, &answer, url, now_ms())
+        (isolate.borrow_mut()).complete(exchange, &self.state, &answer, url, now_ms())
     }
 }
 

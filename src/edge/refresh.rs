@@ -17,7 +17,7 @@ use super::leg::{self, OutboundBody, OutboundRequest};
 use super::race::{self, Outcome, RaceReport, Target};
 use super::request_body::ClientBodyFault;
 use super::{analytics, request_log};
-use hedgehog_core::edge::Admission;
+use hedgehog_core::edge::Exchange;
 
 /// Starts the refresh of `entry` (served stale to `client`'s request) in
 /// the background, unless one for the key runs already.
@@ -26,13 +26,13 @@ pub(crate) fn spawn(
     env: &Env,
     shared: &Shared,
     client: Client<'_>,
-    admission: &Admission,
+    exchange: &Exchange,
     entry: &Entry,
 ) {
     let url = client.url.to_string();
     let begun = shared
         .borrow_mut()
-        .begin_refresh(&url, admission, &new_id, now_ms());
+        .begin_refresh(&url, exchange, &new_id, now_ms());
     let Some(mut refresh) = begun else {
         return;
     };
@@ -100,7 +100,7 @@ impl End<'_> {
     /// The isolate's completion, as for a client's request (counts, the
     /// recent errors, the log line, what the cache keeps), then the store of
     /// the answer or of the entry a `304` updated.
-    async fn complete(&self, refresh: &Admission, mut report: RaceReport) {
+    async fn complete(&self, refresh: &Exchange, mut report: RaceReport) {
         if let Outcome::Won(response) = &mut report.outcome {
             if response.status() == 304 {
                 // The stored body is read again: the client's copy used the first.
@@ -156,10 +156,10 @@ impl End<'_> {
 /// the entry's validators so an unchanged entry costs the origin a 304.
 fn outbound_headers(
     client: &web_sys::Headers,
-    admission: &Admission,
+    exchange: &Exchange,
     entry: &Entry,
 ) -> worker::Result<web_sys::Headers> {
-    let headers = leg::outbound_headers(client, admission)?;
+    let headers = leg::outbound_headers(client, exchange)?;
     entry.add_validators(&headers)?;
     Ok(headers)
 }

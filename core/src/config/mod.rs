@@ -10,6 +10,7 @@
 //! their URLs; `parts.rs` holds each part's own reader (`DelayParams::read`
 //! and so on), which [`parse`] composes.
 
+mod bearer;
 mod keys;
 mod origins;
 mod parts;
@@ -28,9 +29,8 @@ pub use crate::estimation::delay_policy::HedgePolicy;
 use crate::estimation::delay_policy::{DelayParams, HedgeMode};
 use crate::estimation::estimator::EstimatorParams;
 use crate::observe::request_log::LogLevel;
-use crate::observe::route_stats::bearer_matches;
 use crate::pop::aggregate::PopParams;
-use crate::pop::client::PopClientParams;
+use crate::pop::link::PopLinkParams;
 pub use crate::pop::probes::ProbeParams;
 use crate::request::coalesce::CoalesceParams;
 use crate::request::eligibility::EligibilityParams;
@@ -183,7 +183,7 @@ impl StatsParams {
 /// compared, each in constant time, so the time taken says nothing of which.
 fn any_bearer(tokens: &[Secret], authorization: Option<&str>) -> bool {
     (tokens.iter()).fold(false, |hit, t| {
-        bearer_matches(authorization, t.expose()) | hit
+        bearer::bearer_matches(authorization, t.expose()) | hit
     })
 }
 
@@ -229,7 +229,7 @@ impl fmt::Debug for Secret {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PopConfig {
     /// The isolate's push schedule.
-    pub client: PopClientParams,
+    pub link: PopLinkParams,
     /// The aggregator's limits.
     pub aggregate: PopParams,
     /// Longest wait for a push's reply.

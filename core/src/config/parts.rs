@@ -14,7 +14,7 @@ use crate::estimation::estimator::EstimatorParams;
 use crate::estimation::window::WindowParams;
 use crate::observe::request_log::LogLevel;
 use crate::pop::aggregate::PopParams;
-use crate::pop::client::{PopClientParams, MAX_PUSH_BACKOFF_MS};
+use crate::pop::link::{PopLinkParams, MAX_PUSH_BACKOFF_MS};
 use crate::request::coalesce::{CoalesceParams, MAX_WAITERS_PER_FLIGHT};
 use crate::request::eligibility::EligibilityParams;
 use crate::request::route_key::RouteKeyParams;
@@ -290,7 +290,7 @@ impl PopConfig {
     /// The PoP aggregate; its answers are used for one latency `window`.
     pub(super) fn read(r: &mut Reader<'_>, window: WindowParams) -> Self {
         Self {
-            client: PopClientParams {
+            link: PopLinkParams {
                 push_interval_ms: r.number("HEDGE_TUNING.pop_push_interval_ms"),
                 push_every_requests: r.integer("HEDGE_TUNING.pop_push_every_requests"),
                 stale_ms: window.window_ms,

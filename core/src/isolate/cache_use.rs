@@ -2,27 +2,27 @@
 //! request, which routes store, what a write invalidates, the background
 //! refreshes it runs and the coalesced flights it leads.
 
-use super::{Admission, BodyPlan, EntryUse, Isolate, MAX_REFRESHES};
+use super::{BodyPlan, EntryUse, Exchange, Isolate, MAX_REFRESHES};
 use crate::cache::freshness::{StoredMeta, Verdict};
 use crate::observe::metrics::Served;
 use crate::request::coalesce::{FlightId, FlightState, Role};
 use crate::request::outbound::TraceContext;
 
 impl Isolate {
-    /// What the stored entry with `freshness` may do for the admitted
+    /// What the stored entry with `freshness` may do for the accepted
     /// request (`coalesced`: found after waiting on a flight that stored
     /// it); an entry that may be served counts as a storable answer, and as
     /// a request answered from the cache. `None` for a request the cache
     /// may not answer.
     pub fn judge_entry(
         &mut self,
-        admission: &Admission,
+        exchange: &Exchange,
         freshness: &StoredMeta,
         coalesced: bool,
     ) -> Option<EntryUse> {
-        let directives = admission.cache.as_ref()?;
+        let directives = exchange.cache.as_ref()?;
         // The request's arrival time: one clock read less on the hit path.
-        let (age_s, refresh) = match freshness.verdict(directives, admission.started_ms / 1000.0) {
+        let (age_s, refresh) = match freshness.verdict(directives, exchange.started_ms / 1000.0) {
             Verdict::Fresh { age_s } => (age_s, false),
             Verdict::StaleWhileRevalidate { age_s } => (age_s, true),
             Verdict::Stale { serve_on_error, .. } => {
@@ -31,13 +31,13 @@ impl Isolate {
                 })
             }
         };
-        self.cache_routes.learn(&admission.route);
+        self.cache_routes.learn(&exchange.route.key);
         let how = match () {
             _ if refresh => Served::StaleWhileRevalidate,
             _ if coalesced => Served::Coalesced,
             _ => Served::Hit,
         };
-        self.metrics.served_from_cache(&admission.route, how);
+        self.metrics.served_from_cache(&exchange.route.key, how);
         Some(EntryUse::Serve { age_s, how })
     }
 
@@ -76,21 +76,16 @@ impl Isolate {
     pub fn begin_refresh(
         &mut self,
         key: &str,
-        client: &Admission,
+        client: &Exchange,
         new_id: &dyn Fn() -> String,
         now_ms: f64,
-    ) -> Option<Admission> {
+    ) -> Option<Exchange> {
         if self.refreshes.len() >= MAX_REFRESHES || self.refreshes.contains(key) {
             return None;
         }
         self.refreshes.insert(key.to_string());
-        let plan = (self.hedger).plan_for(
-            client.eligibility,
-            &client.route,
-            now_ms,
-            client.route_policy,
-        );
-        Some(Admission {
+        let plan = (self.hedger).plan_for(client.eligibility, &client.route, now_ms);
+        Some(Exchange {
             request_id: new_id(),
             trace: TraceContext {
                 trace_id: new_id(),
@@ -100,7 +95,6 @@ impl Isolate {
             path: client.path.clone(),
             query: client.query.clone(),
             route: client.route.clone(),
-            route_policy: client.route_policy,
             eligibility: client.eligibility,
             cache: client.cache,
             role: Role::Alone,

@@ -2,7 +2,7 @@
 //! told (`x-hedge`, `Server-Timing`), whether a stale copy stands in for a
 //! failure, what the cache keeps, and the request's log line.
 
-use super::{Admission, Isolate, RecentError, RECENT_ERRORS};
+use super::{Exchange, Isolate, RecentError, RECENT_ERRORS};
 use crate::cache::freshness::StoredMeta;
 use crate::cache::invalidation::{self, invalidates};
 use crate::cache::policy::response_freshness;
@@ -170,7 +170,7 @@ pub fn leg_lines(params: &Params, state: &RaceState, now_ms: f64) -> Vec<LegLine
 pub(super) fn log_line(
     params: &Params,
     state: &RaceState,
-    admission: &Admission,
+    exchange: &Exchange,
     answered_by: &'static str,
     total_ms: f64,
     version: &std::rc::Rc<str>,
@@ -179,10 +179,10 @@ pub(super) fn log_line(
     let plan = &state.plan;
     RequestLine {
         level: "info",
-        request_id: admission.request_id.clone(),
-        trace_id: admission.trace.trace_id.clone(),
-        method: admission.method.clone(),
-        route: plan.route.clone(),
+        request_id: exchange.request_id.clone(),
+        trace_id: exchange.trace.trace_id.clone(),
+        method: exchange.method.clone(),
+        route: plan.route.key.clone(),
         status: 0,
         answered_by: answered_by.to_string(),
         total_ms,
@@ -195,17 +195,17 @@ pub(super) fn log_line(
         hedge_skip: state.no_hedge.map(|reason| reason.as_str()),
         legs: leg_lines(params, state, now_ms),
         version: std::rc::Rc::clone(version),
-        refresh: admission.refresh,
+        refresh: exchange.refresh,
         error_lines_left_out: 0,
     }
 }
 
 impl Isolate {
-    /// What follows the admitted request's race (not for a client that
+    /// What follows the exchange's race (not for a client that
     /// left), at `now_ms`, for `url`.
     pub fn complete(
         &mut self,
-        admission: &Admission,
+        exchange: &Exchange,
         state: &RaceState,
         answer: &Answer<'_>,
         url: &str,
@@ -221,29 +221,28 @@ impl Isolate {
         // Computed once: the stats' counters and the metrics both take it.
         // A refresh's failure reached no client (it had the stale copy), but
         // it is the origin's, and shows among the recent errors.
-        let summary = state.summary(client_error && !rescue && !admission.refresh, now_ms);
+        let summary = state.summary(client_error && !rescue && !exchange.refresh, now_ms);
         self.hedger.record_outcome(state, &summary);
-        let total_ms = now_ms - admission.started_ms;
-        if summary.error || (admission.refresh && client_error) {
-            self.note_error(state, answer.status, admission.refresh, now_ms);
+        let total_ms = now_ms - exchange.started_ms;
+        if summary.error || (exchange.refresh && client_error) {
+            self.note_error(state, answer.status, exchange.refresh, now_ms);
         }
         let served = match () {
-            _ if admission.refresh => Served::Refresh,
+            _ if exchange.refresh => Served::Refresh,
             _ if rescue => Served::StaleIfError,
             _ => Served::Origin,
         };
         let names = &self.origin_names;
         (self.metrics).record(names, state, &summary, served, total_ms, now_ms);
         let status = answer.status.filter(|_| won);
-        let (invalidate, store) =
-            self.cache_effects(admission, answer, status, rescue, url, now_ms);
+        let (invalidate, store) = self.cache_effects(exchange, answer, status, rescue, url, now_ms);
         let x_hedge = x_hedge(state, rescue);
         let log = (self.params.log_level != LogLevel::Off || answer.analytics).then(|| {
             let params = &self.params;
             log_line(
                 params,
                 state,
-                admission,
+                exchange,
                 x_hedge,
                 total_ms,
                 &self.version,
@@ -252,8 +251,8 @@ impl Isolate {
         });
         // A refresh runs where no push can go out (after its client's
         // response, in the background): the next request's completion takes it.
-        let push = (!admission.refresh && self.hedger.pop.push_due(now_ms))
-            .then(|| self.take_push(now_ms));
+        let push =
+            (!exchange.refresh && self.hedger.pop.push_due(now_ms)).then(|| self.take_push(now_ms));
         Completion {
             timeout_ms: state.plan.timeout_ms,
             body_idle_timeout_ms: self.params.body_idle_timeout_ms,
@@ -261,7 +260,7 @@ impl Isolate {
             store,
             invalidate,
             x_hedge,
-            server_timing: server_timing(&self.params, state, admission.started_ms, now_ms),
+            server_timing: server_timing(&self.params, state, exchange.started_ms, now_ms),
             log,
             push,
         }
@@ -273,7 +272,7 @@ impl Isolate {
     /// stored with.
     fn cache_effects(
         &mut self,
-        admission: &Admission,
+        exchange: &Exchange,
         answer: &Answer<'_>,
         status: Option<u16>,
         rescue: bool,
@@ -281,18 +280,18 @@ impl Isolate {
         now_ms: f64,
     ) -> (Vec<String>, Option<(StoredMeta, u64)>) {
         let invalidate = match status {
-            Some(s) if invalidates(&admission.method, s) => {
+            Some(s) if invalidates(&exchange.method, s) => {
                 let targets = invalidation::targets(url, answer.header);
                 self.invalidate(&targets, now_ms);
                 targets
             }
             _ => Vec::new(),
         };
-        let store = match (admission.cache.is_some() && !rescue, status) {
+        let store = match (exchange.cache.is_some() && !rescue, status) {
             (true, Some(s)) => {
-                let fresh = response_freshness(s, answer.header, admission.started_ms, now_ms)
-                    .filter(|_| self.may_store(url, admission.started_ms));
-                self.learn_storable(&admission.route, fresh.is_some());
+                let fresh = response_freshness(s, answer.header, exchange.started_ms, now_ms)
+                    .filter(|_| self.may_store(url, exchange.started_ms));
+                self.learn_storable(&exchange.route.key, fresh.is_some());
                 fresh
             }
             _ => None,
@@ -319,7 +318,7 @@ impl Isolate {
         }
         self.recent_errors.push_back(RecentError {
             at_ms: now_ms,
-            route: state.plan.route.clone(),
+            route: state.plan.route.key.clone(),
             status,
             what,
             origin,

@@ -2,7 +2,7 @@
 //! few calls that make a request's pipeline.
 //!
 //! A proxied request crosses in at most a handful of places:
-//! [`Isolate::admit`] (where it goes, its route, eligibility, cache use,
+//! [`Isolate::accept`] (where it goes, its route, eligibility, cache use,
 //! coalescing role and, when nothing is looked up first, its plan),
 //! [`Isolate::judge_entry`] (only when the cache holds an entry for it),
 //! [`Isolate::plan`] (when the plan had to wait for the cache or the body),
@@ -10,14 +10,14 @@
 //! and [`Isolate::complete`] (what the client is told, what the cache keeps,
 //! the log line, the PoP push). The Worker converts types and does the I/O.
 //!
-//! `admit.rs` holds the request rules, `complete.rs` what follows a race,
+//! `intake.rs` holds the request rules, `complete.rs` what follows a race,
 //! `cache_use.rs` the isolate's part in the shared cache (entries, writes,
 //! refreshes, flights), `pop_push.rs` the PoP push, `stats.rs` the stats
 //! page's view.
 
-mod admit;
 mod cache_use;
 mod complete;
+mod intake;
 mod metrics_view;
 mod pop_push;
 mod stats;
@@ -25,8 +25,8 @@ mod stats;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-pub use admit::{Admission, Admit, BodyPlan, RequestHead};
 pub use complete::{leg_lines, public_leg, Answer, Completion};
+pub use intake::{BodyPlan, Exchange, Intake, RequestHead};
 
 use crate::cache::invalidation::Invalidations;
 use crate::cache::policy::CacheRoutes;
@@ -36,7 +36,7 @@ use crate::observe::exposition::Format;
 use crate::observe::latency_export::LatencyExport;
 use crate::observe::metrics::{MetricCounts, Served};
 use crate::observe::route_labels::RouteLabels;
-use crate::race::{Hedger, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState};
+use crate::race::{Hedger, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState, Route};
 use crate::request::coalesce::{Coalescer, Role};
 use crate::request::eligibility::eligibility;
 use crate::request::held_bodies::HeldBodies;
@@ -196,78 +196,80 @@ impl Isolate {
 
     /// Where a request arriving at `now_ms` goes and, for the proxy, what
     /// it may do before its race.
-    pub fn admit(&mut self, head: &RequestHead<'_>, now_ms: f64) -> Admit {
-        let target = match admit::target(head) {
+    pub fn accept(&mut self, head: &RequestHead<'_>, now_ms: f64) -> Intake {
+        let target = match intake::target(head) {
             Ok(target) => target,
             Err(refused) => return refused,
         };
         let request_id = target.request_id;
         let p = Rc::clone(&self.params);
         if let Some(page) = p.stats.page(&target.host, target.path, target.query) {
-            return Admit::Operator { page, request_id };
+            return Intake::Operator { page, request_id };
         }
         let policy = route_policy(&p.routes, target.path);
-        if admit::is_websocket(head) {
+        if intake::is_websocket(head) {
             // Its own route's origins, never the previous request's.
             let origin = (self.hedger).choose_primary_for(policy.map(|(i, _)| i), now_ms);
-            return Admit::WebSocket {
+            return Intake::WebSocket {
                 request_id,
                 url: p.origin_url(origin, target.path, target.query),
-                strip_authorization: admit::carries_operator_token(head, &p.stats),
+                strip_authorization: intake::carries_operator_token(head, &p.stats),
             };
         }
-        let body = match admit::body_facts(head) {
+        let body = match intake::body_facts(head) {
             Ok(body) => body,
             Err(message) => {
-                return Admit::Refused {
+                return Intake::Refused {
                     message,
                     request_id,
                 }
             }
         };
-        let facts = admit::request_facts(head, &body, p.eligibility.idempotency_header.as_deref());
+        let facts = intake::request_facts(head, &body, p.eligibility.idempotency_header.as_deref());
         let rules = (policy.and_then(|(i, _)| p.route_eligibility.get(i)))
             .and_then(Option::as_ref)
             .unwrap_or(&p.eligibility);
         let decision = eligibility(&facts, rules);
-        let route = match policy {
-            Some((_, r)) => r.name.clone(),
-            None => self.label(route_key(target.path, &p.route_keys), now_ms),
+        let route = Route {
+            key: match policy {
+                Some((_, r)) => r.name.clone(),
+                None => self.label(route_key(target.path, &p.route_keys), now_ms),
+            },
+            policy: policy.map(|(i, _)| i),
         };
         // A request that may run another method is never answered from, or
         // stored in, the cache.
         let use_cache =
             policy.and_then(|(_, r)| r.cache).unwrap_or(p.cache) && !facts.method_override;
         let cache = match use_cache {
-            true => admit::cache_directives(head, body.has_body),
+            true => intake::cache_directives(head, body.has_body),
             false => None,
         };
-        let body_plan = admit::body_plan(decision, body.body, p.eligibility.max_body_bytes);
-        let (role, look_up_cache) = self.arrive(head.url, &route, cache.is_some(), now_ms);
-        let mut admission = Admission {
+        let body_plan = intake::body_plan(decision, body.body, p.eligibility.max_body_bytes);
+        let (role, look_up_cache) = self.arrive(head.url, &route.key, cache.is_some(), now_ms);
+        let mut exchange = Exchange {
             request_id,
-            trace: admit::trace(head),
+            trace: intake::trace(head),
             method: head.method.to_string(),
             path: target.path.to_string(),
             query: target.query.map(str::to_string),
             route,
-            route_policy: policy.map(|(i, _)| i),
             eligibility: decision,
             cache,
             role,
             look_up_cache,
             body: body_plan,
             declared_length: body.content_length,
-            strip_authorization: admit::carries_operator_token(head, &p.stats),
+            strip_authorization: intake::carries_operator_token(head, &p.stats),
             plan: None,
             started_ms: now_ms,
             refresh: false,
         };
         // Nothing to look up or read first: planned now, one call less.
         if role == Role::Alone && !look_up_cache && body_plan == BodyPlan::Empty {
-            admission.plan = Some(self.plan(&admission));
+            exchange.plan = Some(self.plan(&exchange));
         }
-        Admit::Proxy(Box::new(admission))
+        Intake::Proxy(Box::new(exchange))
     }
 
     /// The label `key` is counted under; labels given up now fold into
@@ -301,15 +303,10 @@ impl Isolate {
         (role, self.cache_routes.should_lookup(route))
     }
 
-    /// Plans the admitted request's race (for its arrival time), when
-    /// admission could not (the cache or the body came first).
-    pub fn plan(&mut self, admission: &Admission) -> RacePlan {
-        (self.hedger).plan_for(
-            admission.eligibility,
-            &admission.route,
-            admission.started_ms,
-            admission.route_policy,
-        )
+    /// Plans the exchange's race (for its arrival time), when its intake
+    /// could not (the cache or the body came first).
+    pub fn plan(&mut self, exchange: &Exchange) -> RacePlan {
+        (self.hedger).plan_for(exchange.eligibility, &exchange.route, exchange.started_ms)
     }
 
     /// The primary is sent at `now_ms`: the race begins. The configuration

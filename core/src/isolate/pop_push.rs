@@ -4,7 +4,7 @@
 
 use super::{Isolate, DELAY_REPORT_CHANGE, DELAY_REPORT_REFRESH_MS};
 use crate::estimation::delay_plan::RouteDelay;
-use crate::pop::client::origin_rates;
+use crate::pop::link::origin_rates;
 use crate::pop::probes::STALE_AFTER_PROBES;
 use crate::pop::push::{ErrorReport, PushReply, RouteDelayReport};
 

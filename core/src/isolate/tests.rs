@@ -37,9 +37,9 @@ fn no_headers(_: &str) -> Option<String> {
     None
 }
 
-fn proxy(admit: Admit) -> Admission {
-    match admit {
-        Admit::Proxy(admission) => *admission,
+fn proxy(intake: Intake) -> Exchange {
+    match intake {
+        Intake::Proxy(exchange) => *exchange,
         other => panic!("not proxied: {other:?}"),
     }
 }
@@ -57,9 +57,9 @@ impl RaceIo for NoIo {
 #[test]
 fn an_uncacheable_get_is_planned_at_admission_and_completes_in_five_calls() {
     let mut iso = isolate(&[("HEDGE_CACHE", "false")]);
-    let mut admission = proxy(iso.admit(&head("https://e/api/x", "GET", &no_headers), 0.0));
-    assert!(admission.plan.is_some(), "planned without another call");
-    let plan = admission.plan.take().expect("planned at admission");
+    let mut exchange = proxy(iso.accept(&head("https://e/api/x", "GET", &no_headers), 0.0));
+    assert!(exchange.plan.is_some(), "planned without another call");
+    let plan = exchange.plan.take().expect("planned at intake");
     let (mut race, _) = iso.start(plan, 0.0);
     let answered = RaceEvent::Answered(Leg::Primary, Ok(200));
     assert_eq!(
@@ -72,7 +72,7 @@ fn an_uncacheable_get_is_planned_at_admission_and_completes_in_five_calls() {
         stale_if_error: false,
         analytics: false,
     };
-    let done = iso.complete(&admission, &race, &answer, "https://e/api/x", 30.0);
+    let done = iso.complete(&exchange, &race, &answer, "https://e/api/x", 30.0);
     assert_eq!(done.x_hedge, "none");
     assert!(done.store.is_none() && !done.rescue && done.invalidate.is_empty());
     assert!(done.server_timing.starts_with("origin;dur=30.0;desc=\""));
@@ -91,8 +91,8 @@ fn refused_requests_reach_neither_cache_nor_origin() {
         ("https://e/x", &cl),
     ] {
         assert!(matches!(
-            iso.admit(&head(url, "GET", header), 0.0),
-            Admit::Refused { .. }
+            iso.accept(&head(url, "GET", header), 0.0),
+            Intake::Refused { .. }
         ));
     }
 }
@@ -100,8 +100,9 @@ fn refused_requests_reach_neither_cache_nor_origin() {
 #[test]
 fn the_stats_path_and_websockets_are_routed_apart() {
     let mut iso = isolate(&[]);
-    let page = |iso: &mut Isolate, url: &str| match iso.admit(&head(url, "GET", &no_headers), 0.0) {
-        Admit::Operator { page, .. } => Some(page),
+    let page = |iso: &mut Isolate, url: &str| match iso.accept(&head(url, "GET", &no_headers), 0.0)
+    {
+        Intake::Operator { page, .. } => Some(page),
         _ => None,
     };
     assert_eq!(
@@ -133,8 +134,8 @@ fn the_stats_path_and_websockets_are_routed_apart() {
         "no token: proxied"
     );
     let upgrade = |name: &str| (name == "upgrade").then(|| "websocket".to_string());
-    match iso.admit(&head("https://e/ws?x=1", "GET", &upgrade), 0.0) {
-        Admit::WebSocket { url, .. } => assert!(url.ends_with("/ws?x=1"), "{url}"),
+    match iso.accept(&head("https://e/ws?x=1", "GET", &upgrade), 0.0) {
+        Intake::WebSocket { url, .. } => assert!(url.ends_with("/ws?x=1"), "{url}"),
         other => panic!("{other:?}"),
     }
 }
@@ -145,38 +146,38 @@ fn a_get_with_a_body_is_drained_and_refused_by_its_length() {
     let cl = |name: &str| (name == "content-length").then(|| "5".to_string());
     let mut with_body = head("https://e/x", "GET", &cl);
     with_body.has_body = true;
-    let admission = proxy(iso.admit(&with_body, 0.0));
-    assert_eq!(admission.body, BodyPlan::Drain { refuse: true });
-    assert!(admission.plan.is_none(), "planned after the drain");
+    let exchange = proxy(iso.accept(&with_body, 0.0));
+    assert_eq!(exchange.body, BodyPlan::Drain { refuse: true });
+    assert!(exchange.plan.is_none(), "planned after the drain");
 }
 
 #[test]
 fn identical_misses_coalesce_only_once_the_route_answered_storably() {
     let mut iso = isolate(&[]);
-    let admit = |iso: &mut Isolate, url: &str, method: &str, now: f64| {
-        proxy(iso.admit(&head(url, method, &no_headers), now))
+    let accept = |iso: &mut Isolate, url: &str, method: &str, now: f64| {
+        proxy(iso.accept(&head(url, method, &no_headers), now))
     };
-    let alone = admit(&mut iso, "https://e/r/x", "GET", 0.0);
+    let alone = accept(&mut iso, "https://e/r/x", "GET", 0.0);
     assert_eq!(alone.role, Role::Alone, "an unknown route is not coalesced");
     assert!(
         alone.look_up_cache,
         "the first request on a route probes the cache"
     );
-    iso.learn_storable(&alone.route, true);
+    iso.learn_storable(&alone.route.key, true);
     assert!(matches!(
-        admit(&mut iso, "https://e/r/x", "GET", 1.0).role,
+        accept(&mut iso, "https://e/r/x", "GET", 1.0).role,
         Role::Leader(_)
     ));
     assert!(matches!(
-        admit(&mut iso, "https://e/r/x", "GET", 2.0).role,
+        accept(&mut iso, "https://e/r/x", "GET", 2.0).role,
         Role::Waiter(_)
     ));
-    iso.learn_storable(&alone.route, false);
+    iso.learn_storable(&alone.route.key, false);
     assert_eq!(
-        admit(&mut iso, "https://e/r/y", "GET", 3.0).role,
+        accept(&mut iso, "https://e/r/y", "GET", 3.0).role,
         Role::Alone
     );
-    let uncacheable = admit(&mut iso, "https://e/r/x", "POST", 4.0);
+    let uncacheable = accept(&mut iso, "https://e/r/x", "POST", 4.0);
     assert_eq!(uncacheable.role, Role::Alone);
     assert!(!uncacheable.look_up_cache);
 }
@@ -185,7 +186,7 @@ fn identical_misses_coalesce_only_once_the_route_answered_storably() {
 fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
     let mut iso = isolate(&[("HEDGE_LOG_LEVEL", "info")]);
     let url = "https://e/page/1";
-    let client = proxy(iso.admit(&head(url, "GET", &no_headers), 0.0));
+    let client = proxy(iso.accept(&head(url, "GET", &no_headers), 0.0));
     let ids = std::cell::Cell::new(100u32);
     let new_id = || {
         ids.set(ids.get() + 1);
@@ -230,7 +231,7 @@ fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
     assert!(line.to_json().contains("\"refresh\":true"));
     let stats = iso.stats(0.0, 50.0);
     let route = &stats["routes"][0];
-    assert_eq!(route["route"], client.route.as_str());
+    assert_eq!(route["route"], client.route.key.as_str());
     assert_eq!(route["requests"], 1, "counted like any race: {stats}");
     assert_eq!(route["errors"], 0, "no client saw the failure");
     let error = &stats["recent_errors"][0];

@@ -241,7 +241,7 @@ impl MetricCounts {
         total_ms: f64,
         now_ms: f64,
     ) {
-        let Some(route) = self.route_mut(&state.plan.route) else {
+        let Some(route) = self.route_mut(&state.plan.route.key) else {
             return;
         };
         route.requests += 1;

@@ -2,7 +2,7 @@
 //! Durable Object) and blend its reply into their own estimates.
 
 pub mod aggregate;
-pub mod client;
+pub mod link;
 pub mod probes;
 pub mod push;
 pub mod upkeep;

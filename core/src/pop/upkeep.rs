@@ -25,7 +25,7 @@ pub const SNAPSHOT_EVERY_MS: f64 = 60_000.0;
 /// Admits pushes at up to a rate, with a burst of one second's worth (a
 /// token bucket, time passed in).
 #[derive(Debug, Clone)]
-pub struct PushAdmission {
+pub struct PushLimiter {
     per_s: f64,
     tokens: f64,
     at_ms: f64,
@@ -33,7 +33,7 @@ pub struct PushAdmission {
     pub shed: u64,
 }
 
-impl PushAdmission {
+impl PushLimiter {
     /// Takes up to `per_s` pushes a second.
     pub fn new(per_s: f64) -> Self {
         Self {
@@ -45,7 +45,7 @@ impl PushAdmission {
     }
 
     /// Whether a push arriving at `now_ms` is taken.
-    pub fn admit(&mut self, now_ms: f64) -> bool {
+    pub fn try_take(&mut self, now_ms: f64) -> bool {
         let elapsed_s = ((now_ms - self.at_ms) / 1_000.0).max(0.0);
         self.tokens = (self.tokens + elapsed_s * self.per_s).min(self.per_s);
         self.at_ms = now_ms;
@@ -120,15 +120,15 @@ mod tests {
 
     #[test]
     fn admission_takes_the_rate_and_sheds_the_rest() {
-        let mut gate = PushAdmission::new(100.0);
+        let mut gate = PushLimiter::new(100.0);
         // Two seconds at 300 pushes/s: a burst of 100, then 100 a second.
         let taken = (0..600)
-            .filter(|i| gate.admit(f64::from(*i) * 1_000.0 / 300.0))
+            .filter(|i| gate.try_take(f64::from(*i) * 1_000.0 / 300.0))
             .count();
         assert!((290..=310).contains(&taken), "took {taken}");
         assert_eq!(gate.shed, 600 - taken as u64);
         // Quiet for a second: the full burst again, no more.
-        let later = (0..150).filter(|_| gate.admit(3_000.0)).count();
+        let later = (0..150).filter(|_| gate.try_take(3_000.0)).count();
         assert_eq!(later, 100);
     }
 

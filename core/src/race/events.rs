@@ -142,7 +142,7 @@ impl Hedger {
                 .load
                 .leg_answered(origin, id, elapsed, failed, now_ms);
         }
-        self.book(origin, health, &state.plan.route, now_ms);
+        self.book(origin, health, &state.plan.route.key, now_ms);
         let step = state.race.leg_finished(leg, outcome);
         if step == Step::StartHedge && leg == Leg::Primary {
             state.hedge_cause = Some(HedgeCause::Failure);
@@ -207,8 +207,8 @@ impl Hedger {
         hedge.started_ms = Some(now_ms);
         hedge.load_id = Some(self.gate.load.leg_sent(hedge.origin, now_ms));
         // A route with its own budget has its own PoP share.
-        match self.own_budget(state.plan.route_policy) {
-            Some(_) => self.pop.record_route_hedge(&state.plan.route),
+        match self.own_budget(state.plan.route.policy) {
+            Some(_) => self.pop.record_route_hedge(&state.plan.route.key),
             None => self.pop.record_hedge(),
         }
         state.race.hedge_started();
@@ -247,7 +247,7 @@ impl Hedger {
     /// ([`RaceState::summary`]) for the stats.
     pub fn record_outcome(&mut self, state: &RaceState, summary: &RaceSummary) {
         self.route_stats
-            .record(state.plan.primary, &state.plan.route, summary);
+            .record(state.plan.primary, &state.plan.route.key, summary);
     }
 
     fn step(&mut self, state: &mut RaceState, step: Step, now_ms: f64) -> Action {
@@ -302,7 +302,7 @@ impl Hedger {
             Some(HedgeCause::Stall) => Some(Urgency::Stall),
             Some(HedgeCause::Delay) | None => None,
         };
-        self.gate.scope(plan.route_policy);
+        self.gate.scope(plan.route.policy);
         let permit = if let Some(urgency) = urgency {
             self.gate
                 .permit_urgent(plan.primary, now_ms, urgency, plan.peer_only)
@@ -374,7 +374,9 @@ impl Hedger {
             self.gate.load.leg_cut(origin, id);
         }
         match why {
-            CutShort::TimedOut => self.book(origin, Outcome::TimedOut, &state.plan.route, now_ms),
+            CutShort::TimedOut => {
+                self.book(origin, Outcome::TimedOut, &state.plan.route.key, now_ms)
+            }
             CutShort::Lost => self.gate.abandoned(origin, now_ms),
         }
     }
@@ -392,7 +394,7 @@ impl Hedger {
         } else {
             Sample::Completed(elapsed)
         };
-        let route = &state.plan.route;
+        let route = &state.plan.route.key;
         self.estimator.record(record.origin, route, sample, now_ms);
         self.pop.record_sample(record.origin, route, sample);
     }
@@ -414,9 +416,9 @@ impl Hedger {
         }
         let cause = state.hedge_cause.unwrap_or(HedgeCause::Delay);
         let primary = state.plan.primary;
-        let own_budget = self.own_budget(state.plan.route_policy);
+        let own_budget = self.own_budget(state.plan.route.policy);
         if cause != HedgeCause::Failure
-            && self.pop_over_budget(&state.plan.route, own_budget, now_ms)
+            && self.pop_over_budget(&state.plan.route.key, own_budget, now_ms)
         {
             return Err(HedgeDenied::PopBudget);
         }
@@ -498,7 +500,7 @@ impl Hedger {
         if !self.third.take() {
             return None;
         }
-        self.gate.scope(state.plan.route_policy);
+        self.gate.scope(state.plan.route.policy);
         let origin = self
             .gate
             .permit_urgent(avoid, now_ms, Urgency::Failure, false)

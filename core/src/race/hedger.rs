@@ -5,7 +5,7 @@
 
 use std::rc::Rc;
 
-use super::plan::RacePlan;
+use super::plan::{RacePlan, Route};
 use crate::admission::hedge_gate::{GateParams, HedgeGate};
 use crate::admission::isolate_lag::IsolateLag;
 use crate::admission::payoff::{HedgePayoff, ThirdAttempts};
@@ -18,7 +18,7 @@ use crate::estimation::estimator::LatencyEstimator;
 use crate::no_hedge::NoHedge;
 use crate::observe::route_labels::MAX_UNCONFIGURED_LABELS;
 use crate::observe::route_stats::RouteStats;
-use crate::pop::client::{PopClient, PopClientParams};
+use crate::pop::link::{PopLink, PopLinkParams};
 use crate::request::eligibility::Eligibility;
 
 /// Per-isolate hedging state and decisions.
@@ -30,7 +30,7 @@ pub struct Hedger {
     /// Budget, origin health and the hedge target choice.
     pub gate: HedgeGate,
     /// The PoP aggregate as this isolate sees it.
-    pub pop: PopClient,
+    pub pop: PopLink,
     /// Per-route counters for the stats.
     pub route_stats: RouteStats,
     /// The hedge delay per primary and route.
@@ -79,9 +79,9 @@ impl Hedger {
             isolate_lag: IsolateLag::new(params.guards.busy_lag_ms),
             payoff: HedgePayoff::new(params.origins.len(), params.guards.cut_unpaid),
             third: ThirdAttempts::default(),
-            pop: PopClient::new(PopClientParams {
+            pop: PopLink::new(PopLinkParams {
                 enabled: pop_enabled,
-                ..params.pop.client
+                ..params.pop.link
             }),
             params,
         }
@@ -111,27 +111,22 @@ impl Hedger {
         self.choose_primary(now_ms)
     }
 
-    /// Its primary, hedge delay and (when it gets none) why.
+    /// Its primary, hedge delay and (when it gets none) why, for a request
+    /// on route key `route` under no route policy.
     pub fn plan(&mut self, eligibility: Eligibility, route: &str, now_ms: f64) -> RacePlan {
-        self.plan_for(eligibility, route, now_ms, None)
+        self.plan_for(eligibility, &Route::key(route), now_ms)
     }
 
-    /// [`Hedger::plan`] for a request under route policy `route_policy`
-    /// (`HEDGE_ROUTES` index): its origins, mode, budget and timeout.
-    pub fn plan_for(
-        &mut self,
-        eligibility: Eligibility,
-        route: &str,
-        now_ms: f64,
-        route_policy: Option<usize>,
-    ) -> RacePlan {
-        self.gate.scope(route_policy);
-        let policy = route_policy.and_then(|i| self.params.routes.get(i));
+    /// [`Hedger::plan`] for a request on `route`: its route policy's
+    /// origins, mode, budget and timeout.
+    pub fn plan_for(&mut self, eligibility: Eligibility, route: &Route, now_ms: f64) -> RacePlan {
+        self.gate.scope(route.policy);
+        let policy = route.policy.and_then(|i| self.params.routes.get(i));
         let mode = policy.and_then(|p| p.mode);
         let timeout_ms = policy
             .and_then(|p| p.timeout_ms)
             .unwrap_or(self.params.timeout_ms);
-        let own_budget = self.own_budget(route_policy);
+        let own_budget = self.own_budget(route.policy);
         let primary = self.choose_primary(now_ms);
         let hedgeable = matches!(eligibility, Eligibility::Hedgeable { .. });
         let peer_only = matches!(
@@ -143,18 +138,16 @@ impl Hedger {
         );
         // A route with its own budget has its own PoP share, apart from the global one.
         self.pop
-            .note_request(primary, route, hedgeable && own_budget.is_none());
+            .note_request(primary, &route.key, hedgeable && own_budget.is_none());
         if hedgeable && own_budget.is_some() {
-            self.pop.note_route_request(route);
+            self.pop.note_route_request(&route.key);
         }
         let (delay, no_hedge) = match (eligibility, mode) {
             (Eligibility::NotHedgeable(reason), _) => (None, Some(NoHedge::NotEligible(reason))),
             // Hedging off for the route: what HEDGE_MODE=off does, no more.
             (_, Some(RouteMode::Off)) => (None, Some(NoHedge::Off)),
             (_, Some(RouteMode::Static { delay_ms })) => self.static_delay(delay_ms, now_ms),
-            (Eligibility::Hedgeable { .. }, _) => {
-                self.choose_delay(primary, route, route_policy, now_ms)
-            }
+            (Eligibility::Hedgeable { .. }, _) => self.choose_delay(primary, route, now_ms),
         };
         if delay.is_some() {
             self.third.deposit();
@@ -168,13 +161,12 @@ impl Hedger {
         };
         RacePlan {
             primary,
-            route: route.to_string(),
+            route: route.clone(),
             delay,
             no_hedge,
             retry,
             peer_only,
             stall_check_ms,
-            route_policy,
             timeout_ms,
         }
     }
@@ -219,14 +211,13 @@ impl Hedger {
     fn choose_delay(
         &mut self,
         primary: usize,
-        route: &str,
-        route_policy: Option<usize>,
+        route: &Route,
         now_ms: f64,
     ) -> (Option<DelayChoice>, Option<NoHedge>) {
         // Whether the PoP is over the budget this request spends from is
         // asked when a hedge would go out (`hedge_pays`): a fast failure's
         // retry still goes then, a straggler's hedge does not.
-        let choice = (self.route_delay_for(primary, route, route_policy, now_ms)).choice;
+        let choice = (self.route_delay_for(primary, route, now_ms)).choice;
         if choice.is_some() {
             self.gate.deposit(now_ms);
         }
@@ -238,35 +229,33 @@ impl Hedger {
     /// A route key that is a route policy's name runs on that policy's
     /// delay rule, budget share and origins.
     pub fn route_delay(&mut self, primary: usize, route: &str, now_ms: f64) -> RouteDelay {
-        let policy = (self.params.routes.iter()).position(|r| r.name == route);
-        self.route_delay_for(primary, route, policy, now_ms)
+        let route = Route {
+            key: route.to_string(),
+            policy: (self.params.routes.iter()).position(|r| r.name == route),
+        };
+        self.route_delay_for(primary, &route, now_ms)
     }
 
-    /// [`Hedger::route_delay`] for a request of route policy `policy` (its
-    /// plan knows it: no look-up by name on a request's path).
-    fn route_delay_for(
-        &mut self,
-        primary: usize,
-        route: &str,
-        policy: Option<usize>,
-        now_ms: f64,
-    ) -> RouteDelay {
-        let rules =
-            policy
-                .and_then(|i| self.params.routes.get(i))
-                .map_or_else(RouteRules::default, |r| RouteRules {
-                    policy: r.policy,
-                    budget_share: r.budget_percent.map(|p| p / 100.0),
-                });
-        self.gate.scope(policy);
+    /// [`Hedger::route_delay`] for a request on `route` (its plan knows the
+    /// route policy: no look-up by name on a request's path).
+    fn route_delay_for(&mut self, primary: usize, route: &Route, now_ms: f64) -> RouteDelay {
+        let rules = route
+            .policy
+            .and_then(|i| self.params.routes.get(i))
+            .map_or_else(RouteRules::default, |r| RouteRules {
+                policy: r.policy,
+                budget_share: r.budget_percent.map(|p| p / 100.0),
+            });
+        self.gate.scope(route.policy);
         let (pop, gate) = (&self.pop, &mut self.gate);
+        let key = &route.key;
         self.delays.route_delay(
             &mut self.estimator,
             primary,
-            route,
+            key,
             now_ms,
             rules,
-            || pop.estimate(primary, route, now_ms),
+            || pop.estimate(primary, key, now_ms),
             || {
                 let origin = gate.likely_target(primary, now_ms).unwrap_or(primary);
                 LikelyTarget {

@@ -3,7 +3,7 @@
 use super::*;
 use crate::admission::hedge_gate::HedgeDenied;
 use crate::admission::hedge_gate::HedgeGate;
-use crate::race::HedgeCause;
+use crate::race::{HedgeCause, Route};
 use crate::request::eligibility::Eligibility;
 use crate::request::eligibility::NotHedgeableReason;
 use std::collections::BTreeMap;
@@ -549,7 +549,14 @@ fn routed() -> Hedger {
 fn a_route_with_hedging_off_plans_no_hedge_and_spends_nothing() {
     let mut h = routed();
     let tokens = h.gate.budget_tokens(0.0);
-    let plan = h.plan_for(GET, "/off", 0.0, Some(0));
+    let plan = h.plan_for(
+        GET,
+        &Route {
+            key: "/off".into(),
+            policy: Some(0),
+        },
+        0.0,
+    );
     assert_eq!(plan.delay, None);
     assert_eq!(plan.no_hedge, Some(NoHedge::Off));
     assert_eq!(
@@ -568,7 +575,14 @@ fn a_route_with_hedging_off_plans_no_hedge_and_spends_nothing() {
 fn a_route_with_its_own_budget_spends_from_its_own_bucket() {
     let mut h = routed();
     let global = h.gate.budget_tokens(0.0);
-    let plan = h.plan_for(GET, "/own", 0.0, Some(1));
+    let plan = h.plan_for(
+        GET,
+        &Route {
+            key: "/own".into(),
+            policy: Some(1),
+        },
+        0.0,
+    );
     let mut race = h.start(plan, 0.0);
     // Its own bucket earns 0%: the timer finds no token, though the global bucket has some.
     assert_eq!(h.timer_fired(&mut race, 100.0), Action::Wait);
@@ -586,7 +600,14 @@ fn a_route_with_its_own_budget_spends_from_its_own_bucket() {
 #[test]
 fn a_route_uses_only_its_origins_its_delay_and_its_timeout() {
     let mut h = routed();
-    let plan = h.plan_for(GET, "bc", 0.0, Some(2));
+    let plan = h.plan_for(
+        GET,
+        &Route {
+            key: "bc".into(),
+            policy: Some(2),
+        },
+        0.0,
+    );
     assert_eq!(plan.primary, 1, "b: a is not among the route's origins");
     assert_eq!(plan.delay.map(|d| d.delay_ms), Some(40.0));
     assert_eq!(plan.timeout_ms, 2_000.0);
@@ -660,7 +681,14 @@ fn a_route_with_its_own_budget_has_its_own_pop_share() {
     let mut global = start(&mut h, 1.0);
     assert_eq!(h.timer_fired(&mut global, 101.0), Action::Wait);
     assert_eq!(global.no_hedge, denied, "the global share is over 12%");
-    let own = h.plan_for(GET, "own", 1.0, Some(0));
+    let own = h.plan_for(
+        GET,
+        &Route {
+            key: "own".into(),
+            policy: Some(0),
+        },
+        1.0,
+    );
     let mut own = h.start(own, 1.0);
     assert!(
         matches!(h.timer_fired(&mut own, 101.0), Action::SendHedge { .. }),
@@ -669,7 +697,14 @@ fn a_route_with_its_own_budget_has_its_own_pop_share() {
     h.hedge_sent(&mut own, 101.0);
     // Its share over 30%: that route stops, on its own.
     h.pop.push_succeeded(&reply(40), 10, 2.0, &names);
-    let again = h.plan_for(GET, "own", 3.0, Some(0));
+    let again = h.plan_for(
+        GET,
+        &Route {
+            key: "own".into(),
+            policy: Some(0),
+        },
+        3.0,
+    );
     let mut again = h.start(again, 3.0);
     assert_eq!(h.timer_fired(&mut again, 103.0), Action::Wait);
     assert_eq!(again.no_hedge, denied);

@@ -18,5 +18,5 @@ mod state;
 
 pub use hedger::Hedger;
 pub use machine::{classify_status, health_outcome, hedge_refused, Leg, LegOutcome, Race, Step};
-pub use plan::{HedgeCause, RacePlan};
+pub use plan::{HedgeCause, RacePlan, Route};
 pub use state::{Action, LegRecord, RaceEnd, RaceEvent, RaceIo, RaceState, INVALID_STATUS};

@@ -5,13 +5,34 @@ pub use crate::admission::hedge_gate::HedgeCause;
 use crate::estimation::delay_policy::DelayChoice;
 use crate::no_hedge::NoHedge;
 
+/// The route a request runs under: the key its latency and counts are kept
+/// under, and the route policy (`HEDGE_ROUTES` index) it matched, if any.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Route {
+    /// The route key (a route policy's name, a `HEDGE_ROUTE_KEYS` prefix, or
+    /// a label for the path).
+    pub key: String,
+    /// The route policy its requests run under.
+    pub policy: Option<usize>,
+}
+
+impl Route {
+    /// A route key under no route policy.
+    pub fn key(key: &str) -> Self {
+        Self {
+            key: key.to_string(),
+            policy: None,
+        }
+    }
+}
+
 /// What the Hedger decided for a request before any origin is asked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RacePlan {
     /// Index of the primary origin.
     pub primary: usize,
-    /// Route key latency is recorded under.
-    pub route: String,
+    /// The route it runs under.
+    pub route: Route,
     /// The hedge delay, or `None` when this request is never hedged.
     pub delay: Option<DelayChoice>,
     /// Why this request is never hedged, when it is not.
@@ -25,8 +46,6 @@ pub struct RacePlan {
     /// Before the hedge delay, look once at this time whether the primary's
     /// origin has stalled (tail-aware policy; `None`: the delay comes first).
     pub stall_check_ms: Option<f64>,
-    /// The route policy (`HEDGE_ROUTES` index) the request runs under.
-    pub route_policy: Option<usize>,
     /// Longest wait for an answer's headers, ms (the route's or the global).
     pub timeout_ms: f64,
 }

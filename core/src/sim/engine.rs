@@ -22,7 +22,7 @@ use crate::config::{self, ConfigError};
 use crate::no_hedge::NoHedge;
 use crate::pop::aggregate::PopAggregate;
 use crate::pop::push::{Push, PushReply};
-use crate::pop::upkeep::PushAdmission;
+use crate::pop::upkeep::PushLimiter;
 use crate::race::Leg;
 use crate::race::{Action, Hedger, RaceEnd, RaceState};
 use crate::request::eligibility::Eligibility;
@@ -141,7 +141,7 @@ pub struct TapeEntry {
 enum Event {
     Arrive,
     /// An arrival waiting for its isolate's loop.
-    Admit {
+    TakeUp {
         isolate: u32,
         route: u32,
         arrival_ms: f64,
@@ -246,7 +246,7 @@ struct Sim<'a> {
     result: RunResult,
     measure_from_ms: f64,
     aggregator: Option<PopAggregate>,
-    admission: PushAdmission,
+    push_limiter: PushLimiter,
     /// Pushes in flight: (isolate, push, its size, the reply once made).
     pushes: Vec<PushInFlight>,
     origin_names: Vec<String>,
@@ -300,11 +300,11 @@ pub fn run(
                     sim.schedule(sim.now + gap, Event::Arrive);
                 }
             }
-            Event::Admit {
+            Event::TakeUp {
                 isolate,
                 route,
                 arrival_ms,
-            } => sim.admit(isolate as usize, route as usize, arrival_ms),
+            } => sim.take_up(isolate as usize, route as usize, arrival_ms),
             Event::AtOrigin { req, leg } => sim.at_origin(req, leg),
             Event::WorkerFree { origin } => sim.worker_free(origin),
             Event::Answer { req, leg } => sim.answer(req, leg),
@@ -338,14 +338,14 @@ impl Sim<'_> {
     fn arrive(&mut self) {
         let isolate = self.rng.below(self.hedgers.len());
         let route = self.rng.below(self.route_names.len());
-        self.admit(isolate, route, self.now);
+        self.take_up(isolate, route, self.now);
     }
 
     /// The isolate takes up a request that arrived at `arrival_ms` (now, or
     /// later when its loop was busy).
-    fn admit(&mut self, isolate: usize, route: usize, arrival_ms: f64) {
+    fn take_up(&mut self, isolate: usize, route: usize, arrival_ms: f64) {
         if let Some(free) = self.loop_busy_until(isolate) {
-            let event = Event::Admit {
+            let event = Event::TakeUp {
                 isolate: isolate as u32,
                 route: route as u32,
                 arrival_ms,

@@ -11,7 +11,7 @@
 /// Milliseconds of the isolate's event loop each step takes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IsolateCpu {
-    /// A request arrives: admission, the plan, the primary built and sent.
+    /// A request arrives: its intake, the plan, the primary built and sent.
     pub admit_ms: f64,
     /// The winner's answer handled and its response streamed to the client.
     pub respond_ms: f64,

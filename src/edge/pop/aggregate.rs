@@ -22,7 +22,7 @@ use crate::edge::clock::now_ms;
 use crate::edge::env_vars::read_vars;
 use hedgehog_core::edge::{
     default_config, parse_config_lenient, ErrorReport, Format, OriginRate, PopAggregate, PopKey,
-    PopParams, ProbeParams, Push, PushAdmission, SnapshotSchedule, SHED_ABOVE_PUSHES_PER_S,
+    PopParams, ProbeParams, Push, PushLimiter, SnapshotSchedule, SHED_ABOVE_PUSHES_PER_S,
     SHED_RETRY_AFTER_S,
 };
 // The `#[durable_object]` expansion names `wasm_bindgen` by its bare path.
@@ -51,7 +51,7 @@ pub struct PopAggregator {
     last_sweep_ms: RefCell<f64>,
     aggregate: RefCell<Option<PopAggregate>>,
     alarm_set: RefCell<bool>,
-    admission: RefCell<PushAdmission>,
+    push_limiter: RefCell<PushLimiter>,
     snapshot: RefCell<SnapshotSchedule>,
     /// Keys changed since the last snapshot.
     unsaved: RefCell<BTreeSet<PopKey>>,
@@ -151,7 +151,7 @@ impl DurableObject for PopAggregator {
             last_sweep_ms: RefCell::new(0.0),
             aggregate: RefCell::new(None),
             alarm_set: RefCell::new(false),
-            admission: RefCell::new(PushAdmission::new(SHED_ABOVE_PUSHES_PER_S)),
+            push_limiter: RefCell::new(PushLimiter::new(SHED_ABOVE_PUSHES_PER_S)),
             snapshot: RefCell::new(SnapshotSchedule::default()),
             unsaved: RefCell::new(BTreeSet::new()),
             alarms: RefCell::new(0),
@@ -188,7 +188,7 @@ impl DurableObject for PopAggregator {
                     hedge_fraction: aggregate.hedge_fraction(now),
                     origins: aggregate.origin_rates(now),
                     recent_errors: aggregate.recent_errors().iter().cloned().collect(),
-                    pushes_shed: self.admission.borrow().shed,
+                    pushes_shed: self.push_limiter.borrow().shed,
                     rows_written: self.snapshot.borrow().rows_written,
                     alarms: *self.alarms.borrow(),
                     storage: *self.storage_rows.borrow(),
@@ -272,7 +272,7 @@ impl PopAggregator {
     /// A push: shed when the aggregator is over its rate, refused when it
     /// does not decode, else merged and answered.
     async fn take_push(&self, req: &mut Request) -> worker::Result<Response> {
-        if !self.admission.borrow_mut().admit(now_ms()) {
+        if !self.push_limiter.borrow_mut().try_take(now_ms()) {
             // Unread: shedding costs next to nothing, so the queue
             // behind it drains.
             let mut response = json(

@@ -2,7 +2,7 @@
 //! ([`aggregate`]) and an isolate's pushes to it ([`client`]).
 
 pub(crate) mod aggregate;
-pub(crate) mod client;
+pub(crate) mod link;
 pub(crate) mod probes;
 
-pub(crate) use client::colo;
+pub(crate) use link::colo;

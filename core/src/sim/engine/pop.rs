@@ -1,8 +1,8 @@
 //! The PoP aggregator in the simulator: an isolate's push when its
-//! schedule says so, the aggregator's admission and merge, the reply.
+//! schedule says so, the aggregator's push limit and merge, the reply.
 
 use super::{Event, Sim};
-use crate::pop::client::origin_rates;
+use crate::pop::link::origin_rates;
 
 impl Sim<'_> {
     /// After a response went out, an isolate pushes if its schedule says so.
@@ -34,7 +34,7 @@ impl Sim<'_> {
         let Some(push) = slot.1.take() else {
             return;
         };
-        if !self.admission.admit(now) {
+        if !self.push_limiter.try_take(now) {
             // Shed: the isolate hears a failure and backs off.
             self.result.pushes_shed += 1;
             let isolate = slot.0;

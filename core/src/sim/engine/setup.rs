@@ -6,7 +6,7 @@ use std::collections::BinaryHeap;
 use super::{RunResult, Sim, SimParams};
 use crate::config;
 use crate::pop::aggregate::PopAggregate;
-use crate::pop::upkeep::PushAdmission;
+use crate::pop::upkeep::PushLimiter;
 use crate::race::Hedger;
 use crate::sim::origin::Origin;
 use crate::sim::rng::Rng;
@@ -34,7 +34,7 @@ impl<'a> Sim<'a> {
             aggregator: params
                 .aggregator_rtt_ms
                 .map(|_| PopAggregate::new(hedge_params.pop.aggregate)),
-            admission: PushAdmission::new(params.aggregator_capacity_per_s),
+            push_limiter: PushLimiter::new(params.aggregator_capacity_per_s),
             pushes: Vec::new(),
             origin_names: (0..params.scenario.origins.len())
                 .map(|i| format!("o{i}"))

@@ -7,7 +7,7 @@ use crate::cache::conditional::CONDITIONAL_REQUEST_HEADERS;
 use crate::cache::directives::Directives;
 use crate::cache::policy::{is_reserved_host, request_cacheable, url_host, CacheRequestFacts};
 use crate::config::{OperatorPage, StatsParams};
-use crate::race::RacePlan;
+use crate::race::{RacePlan, Route};
 use crate::request::coalesce::Role;
 use crate::request::eligibility::{
     Eligibility, NotHedgeableReason, RequestFacts, METHOD_OVERRIDE_HEADERS,
@@ -42,9 +42,10 @@ impl std::fmt::Debug for RequestHead<'_> {
     }
 }
 
-/// Where a request goes.
+/// What the isolate makes of a request head ([`super::Isolate::accept`]):
+/// where the request goes.
 #[derive(Debug)]
-pub enum Admit {
+pub enum Intake {
     /// Refused before any origin or the cache is asked: a `400`.
     Refused {
         /// What is wrong, for the client.
@@ -70,7 +71,7 @@ pub enum Admit {
         strip_authorization: bool,
     },
     /// Proxied (boxed: it is large, the others small).
-    Proxy(Box<Admission>),
+    Proxy(Box<Exchange>),
 }
 
 /// How a proxied request's body is handled.
@@ -93,9 +94,10 @@ pub enum BodyPlan {
     Stream,
 }
 
-/// What a proxied request may do before its race.
+/// A proxied request (a client's, or a background refresh) from its intake
+/// to its completion: what it may do before its race, and the race's plan.
 #[derive(Debug)]
-pub struct Admission {
+pub struct Exchange {
     /// The request's id (the client's, if valid; else new).
     pub request_id: String,
     /// The client's trace, or a new unsampled one.
@@ -106,10 +108,8 @@ pub struct Admission {
     pub path: String,
     /// The client's query, without `?`.
     pub query: Option<String>,
-    /// The route key its latency is recorded under.
-    pub route: String,
-    /// Its route policy (`HEDGE_ROUTES` index), if one matched.
-    pub route_policy: Option<usize>,
+    /// The route it runs under.
+    pub route: Route,
     /// Whether, and how, it may be hedged.
     pub eligibility: Eligibility,
     /// The request's cache directives, when the cache may answer it.
@@ -135,7 +135,7 @@ pub struct Admission {
     pub refresh: bool,
 }
 
-impl Admission {
+impl Exchange {
     /// Whether the client's request header `name` (lower case) stays out of
     /// this request's legs: what no leg carries
     /// ([`is_dropped_request_header`]), an `Authorization` carrying an
@@ -167,12 +167,12 @@ pub(super) struct Target<'a> {
 
 /// Reads the request id and splits the URL; `Err` for a request refused
 /// before anything else (an unparsable URL, a reserved host).
-pub(super) fn target<'a>(head: &RequestHead<'a>) -> Result<Target<'a>, Admit> {
+pub(super) fn target<'a>(head: &RequestHead<'a>) -> Result<Target<'a>, Intake> {
     let header = head.header;
     let request_id =
         valid_request_id(header(REQUEST_ID_HEADER).as_deref()).unwrap_or_else(|| (head.new_id)());
     let Some((path, query)) = path_and_query(head.url) else {
-        return Err(Admit::Refused {
+        return Err(Intake::Refused {
             message: "the request URL could not be parsed",
             request_id,
         });
@@ -180,7 +180,7 @@ pub(super) fn target<'a>(head: &RequestHead<'a>) -> Result<Target<'a>, Admit> {
     // The Worker keys its own cache entries under `.invalid` hosts: a request
     // naming one could read or plant them, so none gets near the cache or an origin.
     if is_reserved_host(head.url) {
-        return Err(Admit::Refused {
+        return Err(Intake::Refused {
             message: "the request names a reserved host (.invalid)",
             request_id,
         });

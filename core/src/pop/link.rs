@@ -27,7 +27,7 @@ use crate::pop::push::{
 
 /// Push timing and limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PopClientParams {
+pub struct PopLinkParams {
     /// Whether an aggregator is configured at all.
     pub enabled: bool,
     /// Longest time between pushes while there is traffic.
@@ -71,8 +71,8 @@ pub struct PushCounts {
 
 /// One isolate's push state and view of the PoP.
 #[derive(Debug)]
-pub struct PopClient {
-    params: PopClientParams,
+pub struct PopLink {
+    params: PopLinkParams,
     delta: CappedMap<(usize, String), LatencySketch>,
     origin_counts: HashMap<usize, (u64, u64)>,
     eligible: u64,
@@ -91,11 +91,11 @@ pub struct PopClient {
     route_fractions: BTreeMap<String, (f64, f64)>,
 }
 
-// === impl PopClient ===
+// === impl PopLink ===
 
-impl PopClient {
+impl PopLink {
     /// Nothing seen, nothing pushed.
-    pub fn new(params: PopClientParams) -> Self {
+    pub fn new(params: PopLinkParams) -> Self {
         Self {
             params,
             // Emptied by every push; never idle-evicted in between.
@@ -363,8 +363,8 @@ mod tests {
     use super::*;
     use crate::pop::push::{KeyQuantile, OriginRate};
 
-    fn params() -> PopClientParams {
-        PopClientParams {
+    fn params() -> PopLinkParams {
+        PopLinkParams {
             enabled: true,
             push_interval_ms: 5_000.0,
             push_every_requests: 1_000,
@@ -412,17 +412,17 @@ mod tests {
         assert_eq!(origin_rates(&r, &names()), vec![(1, 0.25, 40)]);
     }
 
-    /// Pushes a client makes in `seconds` at `rps`, every push answered at once.
+    /// Pushes a link makes in `seconds` at `rps`, every push answered at once.
     fn pushes_at(rps: f64, seconds: f64) -> u64 {
-        let mut client = PopClient::new(params());
+        let mut link = PopLink::new(params());
         let mut pushes = 0;
         let requests = (rps * seconds) as u64;
         for i in 0..requests {
             let now = i as f64 * 1_000.0 / rps;
-            client.note_request(0, "/r", true);
-            if client.push_due(now) {
-                client.take_push(now, 0.95, &names());
-                client.push_succeeded(&reply(Some(50.0), 0.05), 300, now, &names());
+            link.note_request(0, "/r", true);
+            if link.push_due(now) {
+                link.take_push(now, 0.95, &names());
+                link.push_succeeded(&reply(Some(50.0), 0.05), 300, now, &names());
                 pushes += 1;
             }
         }
@@ -439,14 +439,14 @@ mod tests {
 
     #[test]
     fn a_cold_isolate_pushes_on_its_first_request() {
-        let mut client = PopClient::new(params());
-        assert!(!client.push_due(0.0), "nothing to ask about yet");
-        client.note_request(0, "/r", true);
-        assert!(client.push_due(0.0));
-        let push = client.take_push(0.0, 0.95, &names());
+        let mut link = PopLink::new(params());
+        assert!(!link.push_due(0.0), "nothing to ask about yet");
+        link.note_request(0, "/r", true);
+        assert!(link.push_due(0.0));
+        let push = link.take_push(0.0, 0.95, &names());
         assert_eq!(push.keys.len(), 1);
         assert!(push.keys[0].buckets.is_empty(), "asks, has nothing to tell");
-        assert!(!client.push_due(1.0), "one in flight");
+        assert!(!link.push_due(1.0), "one in flight");
     }
 
     #[test]
@@ -458,68 +458,65 @@ mod tests {
 
     #[test]
     fn delta_carries_samples_and_origin_counts_then_starts_over() {
-        let mut client = PopClient::new(params());
-        client.note_request(0, "/r", true);
-        client.record_sample(0, "/r", Sample::Completed(42.0));
-        client.record_response(1, true);
-        client.record_hedge();
-        let push = client.take_push(0.0, 0.95, &names());
+        let mut link = PopLink::new(params());
+        link.note_request(0, "/r", true);
+        link.record_sample(0, "/r", Sample::Completed(42.0));
+        link.record_response(1, true);
+        link.record_hedge();
+        let push = link.take_push(0.0, 0.95, &names());
         assert_eq!(push.keys[0].sketch().count(), 1);
         assert_eq!((push.eligible, push.hedges), (1, 1));
         assert_eq!(push.origins[0].origin, "b");
         assert_eq!(push.origins[0].errors_5xx, 1);
-        client.push_succeeded(&reply(None, 0.0), 100, 1.0, &names());
-        let next = client.take_push(2.0, 0.95, &names());
+        link.push_succeeded(&reply(None, 0.0), 100, 1.0, &names());
+        let next = link.take_push(2.0, 0.95, &names());
         assert!(next.keys.is_empty() && next.origins.is_empty() && next.eligible == 0);
     }
 
     #[test]
     fn failures_back_off_exponentially_up_to_the_cap() {
-        let mut client = PopClient::new(params());
+        let mut link = PopLink::new(params());
         let mut now = 0.0;
         let mut waits = Vec::new();
         for _ in 0..5 {
-            client.note_request(0, "/r", true);
-            client.take_push(now, 0.95, &names());
-            client.push_failed(now);
+            link.note_request(0, "/r", true);
+            link.take_push(now, 0.95, &names());
+            link.push_failed(now);
             let failed_at = now;
             // Traffic goes on (enough not to be quiet); the push waits for the back-off.
             for _ in 0..QUIET_PUSH_REQUESTS {
-                client.note_request(0, "/r", true);
+                link.note_request(0, "/r", true);
             }
-            while !client.push_due(now) && now - failed_at < 1e6 {
+            while !link.push_due(now) && now - failed_at < 1e6 {
                 now += 1_000.0;
             }
             waits.push(now - failed_at);
         }
         assert_eq!(waits, vec![5_000.0, 10_000.0, 20_000.0, 40_000.0, 40_000.0]);
-        assert_eq!(client.counts().failed, 5);
-        assert_eq!(client.counts().failing_in_a_row, 5);
+        assert_eq!(link.counts().failed, 5);
+        assert_eq!(link.counts().failing_in_a_row, 5);
     }
 
     #[test]
     fn pop_answers_are_used_until_stale() {
-        let mut client = PopClient::new(params());
-        client.note_request(0, "/r", true);
-        client.take_push(0.0, 0.95, &names());
-        client.push_succeeded(&reply(Some(80.0), 0.2), 100, 0.0, &names());
-        assert_eq!(
-            client.estimate(0, "/r", 1.0).map(|e| e.value_ms),
-            Some(80.0)
-        );
-        assert!(client.over_budget(0.12, 1.0));
-        assert!(!client.over_budget(0.25, 1.0));
-        assert_eq!(client.estimate(0, "/r", 60_000.0), None);
-        assert!(!client.over_budget(0.12, 60_000.0));
+        let mut link = PopLink::new(params());
+        link.note_request(0, "/r", true);
+        link.take_push(0.0, 0.95, &names());
+        link.push_succeeded(&reply(Some(80.0), 0.2), 100, 0.0, &names());
+        assert_eq!(link.estimate(0, "/r", 1.0).map(|e| e.value_ms), Some(80.0));
+        assert!(link.over_budget(0.12, 1.0));
+        assert!(!link.over_budget(0.25, 1.0));
+        assert_eq!(link.estimate(0, "/r", 60_000.0), None);
+        assert!(!link.over_budget(0.12, 60_000.0));
     }
 
     #[test]
-    fn disabled_client_never_pushes() {
-        let mut client = PopClient::new(PopClientParams {
+    fn a_disabled_link_never_pushes() {
+        let mut link = PopLink::new(PopLinkParams {
             enabled: false,
             ..params()
         });
-        client.note_request(0, "/r", true);
-        assert!(!client.push_due(0.0));
+        link.note_request(0, "/r", true);
+        assert!(!link.push_due(0.0));
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! A push never delays a request: it is started after the response is built
 //! and runs in the background with its own timeout. Failures are logged,
-//! counted and back off (see [`hedgehog_core::pop::client`]).
+//! counted and back off (see [`hedgehog_core::pop::link`]).
 
 use std::rc::Rc;
 use std::time::Duration;
