@@ -44,10 +44,10 @@ pub struct GuardParams {
 /// One cause's record for one origin.
 #[derive(Debug, Clone, Copy)]
 pub struct PayoffCell {
-    /// Hedges that finished.
+    /// Hedges that finished (a share on fewer than `MIN_HEDGES` does not
+    /// decide). How many won is counted once, with the race, in the metrics
+    /// and the stats' `hedges_by_cause`.
     pub hedges: u64,
-    /// ... of which won.
-    pub wins: u64,
     /// Recent share of hedges that won.
     pub win_share: f64,
     /// Share of this cause's hedges let out now (1: all).
@@ -62,7 +62,6 @@ impl Default for PayoffCell {
     fn default() -> Self {
         Self {
             hedges: 0,
-            wins: 0,
             // Until measured, assume it pays.
             win_share: 1.0,
             let_out: 1.0,
@@ -130,7 +129,6 @@ impl HedgePayoff {
             return;
         };
         cell.hedges += 1;
-        cell.wins += u64::from(won);
         let first = cell.hedges == 1;
         let outcome = if won { 1.0 } else { 0.0 };
         cell.win_share = if first {

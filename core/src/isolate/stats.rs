@@ -66,7 +66,6 @@ struct IsolateJson {
 #[derive(Serialize)]
 struct PayoffJson {
     hedges: u64,
-    wins: u64,
     recent_win_share: f64,
     let_out: f64,
     left_out: u64,
@@ -183,7 +182,6 @@ fn payoff(h: &Hedger, origin: usize) -> BTreeMap<&'static str, PayoffJson> {
         .map(|(cause, c)| {
             let json = PayoffJson {
                 hedges: c.hedges,
-                wins: c.wins,
                 recent_win_share: c.win_share,
                 let_out: c.let_out,
                 left_out: c.left_out,
