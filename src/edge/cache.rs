@@ -28,6 +28,7 @@ use worker::js_sys::Uint8Array;
 
 use super::clock::random_hex;
 use super::connections::Connections;
+use super::isolate::Shared;
 use super::reply::{drop_hop_by_hop, null_body_status};
 use super::request_body::HeldClaim;
 use hedgehog_core::edge::{
@@ -269,6 +270,8 @@ pub(crate) struct StoreTarget<'a> {
     pub(crate) url: &'a str,
     /// The storing request's headers (they pick the variant).
     pub(crate) request_headers: &'a web_sys::Headers,
+    /// The isolate whose held-body cap the copy claims from.
+    pub(crate) isolate: &'a Shared,
     /// The variants' generation found at lookup, if any.
     pub(crate) generation: Option<String>,
     /// The response's freshness, as the core computed it.
@@ -323,7 +326,7 @@ pub(crate) fn store_task(
     // stored if it does not fit), an unknown one chunk by chunk (the store
     // is dropped at the first chunk that does not fit). The client's answer
     // is never held back either way.
-    let mut claim = HeldClaim::default();
+    let mut claim = HeldClaim::new(target.isolate);
     if let Some(len) = expected_len {
         if !claim.try_add(len) {
             return None;
@@ -398,7 +401,7 @@ fn store_key(
 /// How the cache's copy of a body went, as far as the copy has been read,
 /// and the bytes it holds against the isolate's cap (given back when the
 /// copy and its store are both done).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct CopyProgress {
     bytes: u64,
     errored: bool,
@@ -454,8 +457,11 @@ fn tracked_copy(
 ) -> worker::Result<(web_sys::Response, Rc<RefCell<CopyProgress>>)> {
     let copy = response.clone()?;
     let progress = Rc::new(RefCell::new(CopyProgress {
+        bytes: 0,
+        errored: false,
+        ended: false,
+        over_cap: false,
         claim,
-        ..CopyProgress::default()
     }));
     let init = web_sys::ResponseInit::new();
     init.set_status(copy.status());

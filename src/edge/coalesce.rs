@@ -10,20 +10,22 @@ use std::time::Duration;
 use worker::Delay;
 
 use super::clock::now_ms;
-use super::isolate;
+use super::isolate::{self, Shared};
 use hedgehog_core::edge::{poll_interval_ms, FlightId, FlightState};
 
 /// Held by the request leading a flight. Dropping it without
 /// [`LeaderGuard::stored`] releases the waiters to fetch for themselves.
 #[derive(Debug)]
 pub(crate) struct LeaderGuard {
+    isolate: Shared,
     key: String,
     id: FlightId,
 }
 
 impl LeaderGuard {
-    pub(crate) fn new(key: &str, id: FlightId) -> Self {
+    pub(crate) fn new(isolate: &Shared, key: &str, id: FlightId) -> Self {
         Self {
+            isolate: Shared::clone(isolate),
             key: key.to_string(),
             id,
         }
@@ -31,14 +33,14 @@ impl LeaderGuard {
 
     /// The response is in the cache; waiters read it from there.
     pub(crate) fn stored(self) {
-        isolate::with(|isolate| isolate.flight_stored(&self.key, self.id));
+        isolate::try_with(&self.isolate, |i| i.flight_stored(&self.key, self.id));
     }
 }
 
 impl Drop for LeaderGuard {
     fn drop(&mut self) {
         // No effect after `stored`.
-        isolate::with(|isolate| isolate.flight_released(&self.key, self.id));
+        isolate::try_with(&self.isolate, |i| i.flight_released(&self.key, self.id));
     }
 }
 
@@ -46,6 +48,7 @@ impl Drop for LeaderGuard {
 /// configured wait limit) and says how it ended; `None` when `client_gone`
 /// says the client went away first (nobody is left waiting for it).
 pub(crate) async fn wait_for(
+    isolate: &Shared,
     key: &str,
     id: FlightId,
     client_gone: impl Fn() -> bool,
@@ -56,7 +59,7 @@ pub(crate) async fn wait_for(
         if client_gone() {
             return None;
         }
-        let state = isolate::with(|isolate| isolate.flight_state(key, id, now_ms()))
+        let state = isolate::try_with(isolate, |i| i.flight_state(key, id, now_ms()))
             .unwrap_or(FlightState::Released);
         if state != FlightState::Pending {
             return Some(state);

@@ -2,7 +2,9 @@
 //! request and kept for its life.
 //!
 //! An isolate handles one request at a time between awaits, so a
-//! `thread_local` `RefCell` is enough; borrows never span an await.
+//! `thread_local` `RefCell` is enough; borrows never span an await. It is
+//! reached one way: through the [`Shared`] handle [`get`] gives a request,
+//! which the request's guards and background tasks keep a clone of.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -85,12 +87,10 @@ fn version_id(env: &Env) -> Option<String> {
     .filter(|id: &String| !id.is_empty())
 }
 
-/// Runs `f` on the isolate; `None` before a valid configuration was parsed.
-pub(crate) fn with<R>(f: impl FnOnce(&mut Isolate) -> R) -> Option<R> {
-    let isolate = STATE.with(|cell| match cell.borrow().as_ref() {
-        Some(State::Ready(isolate)) => Some(Rc::clone(isolate)),
-        _ => None,
-    })?;
+/// Runs `f` on the isolate unless it is borrowed already: for a guard's
+/// `Drop` and a background task's reply, which must never panic (a borrow
+/// never spans an await, so only a bug can find it borrowed).
+pub(crate) fn try_with<R>(isolate: &Shared, f: impl FnOnce(&mut Isolate) -> R) -> Option<R> {
     let mut isolate = isolate.try_borrow_mut().ok()?;
     Some(f(&mut isolate))
 }

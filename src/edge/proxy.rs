@@ -48,10 +48,10 @@ pub(crate) async fn run(
     let request_id = exchange.request_id.clone();
     // Taken at once: a refused request releases its flight as it returns.
     let leader = match exchange.role {
-        Role::Leader(id) => Some(LeaderGuard::new(client.url, id)),
+        Role::Leader(id) => Some(LeaderGuard::new(isolate, client.url, id)),
         _ => None,
     };
-    let mut held = HeldClaim::default();
+    let mut held = HeldClaim::new(isolate);
     let fault = ClientBodyFault::default();
     let body = match read_body(client, &mut exchange, &mut held, &fault).await {
         Ok(body) => body,
@@ -198,7 +198,8 @@ async fn consult_cache(
     let mut coalesced = false;
     if let Role::Waiter(id) = exchange.role {
         let signal = client.req.signal();
-        let Some(outcome) = coalesce::wait_for(client.url, id, || signal.aborted()).await else {
+        let Some(outcome) = coalesce::wait_for(isolate, client.url, id, || signal.aborted()).await
+        else {
             return Ok(Err(reply::client_gone(request_id)));
         };
         if matches!(outcome, FlightState::Stored | FlightState::Unknown) {
@@ -307,6 +308,7 @@ async fn finish(
         let target = cache::StoreTarget {
             url: client.url,
             request_headers: client.headers,
+            isolate,
             generation: miss.generation.take(),
             meta,
             keep_secs,

@@ -36,7 +36,10 @@ pub(crate) fn spawn(
     let Some(mut refresh) = begun else {
         return;
     };
-    let claim = RefreshClaim { url: url.clone() };
+    let claim = RefreshClaim {
+        isolate: Shared::clone(shared),
+        url: url.clone(),
+    };
     let headers = match outbound_headers(client.headers, &refresh, entry) {
         Ok(headers) => headers,
         Err(e) => {
@@ -137,6 +140,7 @@ impl End<'_> {
         let target = StoreTarget {
             url: self.url,
             request_headers: self.request_headers,
+            isolate: self.shared,
             generation: None,
             meta,
             keep_secs,
@@ -166,11 +170,12 @@ fn outbound_headers(
 
 /// Ends the isolate's claim on the key however the refresh ends.
 struct RefreshClaim {
+    isolate: Shared,
     url: String,
 }
 
 impl Drop for RefreshClaim {
     fn drop(&mut self) {
-        isolate::with(|isolate| isolate.end_refresh(&self.url));
+        isolate::try_with(&self.isolate, |i| i.end_refresh(&self.url));
     }
 }

@@ -21,7 +21,7 @@ use worker::wasm_bindgen_futures::{spawn_local, JsFuture};
 use worker::{web_sys, ByteStream, Delay};
 
 use super::fixed_length_body::pipe_through_runtime;
-use super::isolate;
+use super::isolate::{self, Shared};
 use hedgehog_core::edge::NotHedgeableReason;
 
 /// What reading the body found.
@@ -127,15 +127,25 @@ pub(crate) fn forward(
 
 /// Bytes a request body, or a cache copy (`cache::store_task`), holds
 /// against the isolate's cap; given back when dropped.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct HeldClaim {
+    isolate: Shared,
     bytes: u64,
 }
 
 impl HeldClaim {
+    /// Nothing claimed yet from `isolate`'s cap.
+    pub(crate) fn new(isolate: &Shared) -> Self {
+        Self {
+            isolate: Shared::clone(isolate),
+            bytes: 0,
+        }
+    }
+
     /// Claims `bytes` more; `false` (and nothing claimed) when they do not fit.
     pub(crate) fn try_add(&mut self, bytes: u64) -> bool {
-        let ok = isolate::with(|isolate| isolate.hold_body_bytes(bytes)).unwrap_or(false);
+        let ok = isolate::try_with(&self.isolate, |isolate| isolate.hold_body_bytes(bytes))
+            .unwrap_or(false);
         if ok {
             self.bytes += bytes;
         }
@@ -147,7 +157,7 @@ impl Drop for HeldClaim {
     fn drop(&mut self) {
         let bytes = self.bytes;
         if bytes > 0 {
-            isolate::with(|isolate| isolate.release_body_bytes(bytes));
+            isolate::try_with(&self.isolate, |isolate| isolate.release_body_bytes(bytes));
         }
     }
 }

@@ -44,6 +44,7 @@ pub(crate) fn push(
         (name, pop.timeout_ms)
     };
     let connections = Rc::clone(connections);
+    let shared = Shared::clone(shared);
     ctx.wait_until(async move {
         let bytes = body.len();
         let slot = connections.take().await;
@@ -52,10 +53,11 @@ pub(crate) fn push(
         let now = now_ms();
         match outcome {
             Ok(reply) => {
-                isolate::with(|isolate| isolate.push_succeeded(&reply, bytes, now));
+                isolate::try_with(&shared, |isolate| isolate.push_succeeded(&reply, bytes, now));
             }
             Err(e) => {
-                let failures = isolate::with(|isolate| isolate.push_failed(now)).unwrap_or(0);
+                let failures =
+                    isolate::try_with(&shared, |isolate| isolate.push_failed(now)).unwrap_or(0);
                 console_warn!(
                     "hedgehog-edge: PoP aggregator push failed ({failures} in a row, backing off): {e}"
                 );
