@@ -42,7 +42,7 @@ use worker::{console_error, event, web_sys, Context, Env};
 
 use hedgehog_core::edge::{Intake, RequestHead};
 
-/// Every request: the isolate admits it, and its route's handler answers.
+/// Every request: the isolate accepts it, and its route's handler answers.
 #[event(fetch)]
 async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
     panic::install_hook();

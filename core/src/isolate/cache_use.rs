@@ -68,7 +68,7 @@ impl Isolate {
     }
 
     /// Claims the background refresh of cache key `key`, served stale to
-    /// `client`'s request, and admits it at `now_ms` as a request of its own
+    /// `client`'s request, and accepts it at `now_ms` as an exchange of its own
     /// (a new id and a new unsampled trace, each from `new_id`), planned: a GET of the same
     /// path on the same route, ended by [`Isolate::complete`] like any race.
     /// `None` when one is already running (a stale entry is refreshed once,
