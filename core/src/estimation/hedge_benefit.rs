@@ -70,7 +70,16 @@ impl Steps {
     /// sample cut short at `c` is known only to be slower than `c`, so it
     /// stays at risk up to `c` and then drops out, instead of counting as a
     /// completion (which would make a hedged tail look short and the hedge
-    /// look needless). What survives the last completion sits there.
+    /// look needless). What survives the last completion sits at the
+    /// slowest time known: the last completion, or a later cut.
+    ///
+    /// At the latest cut, not at the last completion: when hedges win every
+    /// spike (a +800 ms retransmit hedged at 100 ms is cut at ~140), no
+    /// spike ever completes, and a tail put at the last completion (the
+    /// fast mode's ~110 ms) looked short enough that hedging late seemed
+    /// as good: a fresh Worker in workerd on heavy-tail held its delay at
+    /// 100-107 ms (predicted hedge share 2-3%, predicted tail 103-118 ms)
+    /// for 25 s, where one that had seen a spike complete chose 71.5 ms.
     fn of(sketch: &LatencySketch) -> Option<Self> {
         let mut at_risk = sketch.count() as f64;
         if at_risk <= 0.0 {
@@ -78,6 +87,7 @@ impl Steps {
         }
         let mut survival = 1.0;
         let (mut values, mut slower) = (Vec::new(), Vec::new());
+        let mut latest_cut = None;
         for (index, counts) in sketch.buckets() {
             if at_risk <= 0.0 {
                 break;
@@ -87,9 +97,19 @@ impl Steps {
                 values.push(bucket_value(index));
                 slower.push(survival.max(0.0));
             }
+            if counts.censored > 0 {
+                latest_cut = Some(index);
+            }
             at_risk -= (counts.completed + counts.censored) as f64;
         }
-        *slower.last_mut()? = 0.0;
+        let last = *values.last()?;
+        match latest_cut.map(bucket_value).filter(|&cut| cut > last) {
+            Some(cut) if *slower.last()? > 0.0 => {
+                values.push(cut);
+                slower.push(0.0);
+            }
+            _ => *slower.last_mut()? = 0.0,
+        }
         Some(Self { values, slower })
     }
 
@@ -273,6 +293,20 @@ mod tests {
             choice.tail_ms < 0.25 * choice.unhedged_tail_ms,
             "{choice:?}"
         );
+    }
+
+    #[test]
+    fn spikes_every_hedge_cut_still_count_as_slow() {
+        // 98% at 30-60 ms; 2% spikes, each hedged and cut at ~140 ms, none
+        // completed. Put at the last completion (~60 ms), they looked no
+        // slower than the fast mode and hedging them late looked as good.
+        let mut x = sketch(&[(0.98, 30.0, 60.0)], 4_000);
+        for i in 0..80 {
+            x.record(Sample::Censored(130.0 + f64::from(i % 20)));
+        }
+        let choice = best_delay(&x, &x, 0.12).expect("data");
+        assert!(choice.unhedged_tail_ms >= 130.0, "{choice:?}");
+        assert!(choice.delay_ms < 100.0, "{choice:?}");
     }
 
     #[test]
