@@ -16,7 +16,7 @@
 //! value: the distributions are Kaplan-Meier estimates, so the primaries a
 //! hedge beat still count as slow.
 
-use crate::estimation::sketch::{bucket_value, LatencySketch};
+use crate::estimation::sketch::LatencySketch;
 
 /// The tail the objective averages: the slowest 1%.
 const TAIL: f64 = 0.01;
@@ -66,12 +66,10 @@ struct Steps {
 }
 
 impl Steps {
-    /// The Kaplan-Meier estimate from completions and censored samples: a
-    /// sample cut short at `c` is known only to be slower than `c`, so it
-    /// stays at risk up to `c` and then drops out, instead of counting as a
-    /// completion (which would make a hedged tail look short and the hedge
-    /// look needless). What survives the last completion sits at the
-    /// slowest time known: the last completion, or a later cut.
+    /// The sketch's Kaplan-Meier estimate ([`LatencySketch::kaplan_meier`]:
+    /// the primaries a hedge beat still count as slow). What survives the
+    /// last completion sits at the slowest time known: the last completion,
+    /// or a later cut.
     ///
     /// At the latest cut, not at the last completion: when hedges win every
     /// spike (a +800 ms retransmit hedged at 100 ms is cut at ~140), no
@@ -81,34 +79,19 @@ impl Steps {
     /// 100-107 ms (predicted hedge share 2-3%, predicted tail 103-118 ms)
     /// for 25 s, where one that had seen a spike complete chose 71.5 ms.
     fn of(sketch: &LatencySketch) -> Option<Self> {
-        let mut at_risk = sketch.count() as f64;
-        if at_risk <= 0.0 {
-            return None;
-        }
-        let mut survival = 1.0;
-        let (mut values, mut slower) = (Vec::new(), Vec::new());
-        let mut latest_cut = None;
-        for (index, counts) in sketch.buckets() {
-            if at_risk <= 0.0 {
-                break;
-            }
-            if counts.completed > 0 {
-                survival *= 1.0 - counts.completed as f64 / at_risk;
-                values.push(bucket_value(index));
-                slower.push(survival.max(0.0));
-            }
-            if counts.censored > 0 {
-                latest_cut = Some(index);
-            }
-            at_risk -= (counts.completed + counts.censored) as f64;
+        let km = sketch.kaplan_meier()?;
+        let mut values = Vec::with_capacity(km.steps.len() + 1);
+        let mut slower = Vec::with_capacity(km.steps.len() + 1);
+        for &(value, share) in &km.steps {
+            values.push(value);
+            slower.push(share);
         }
         let last = *values.last()?;
-        match latest_cut.map(bucket_value).filter(|&cut| cut > last) {
-            Some(cut) if *slower.last()? > 0.0 => {
-                values.push(cut);
-                slower.push(0.0);
-            }
-            _ => *slower.last_mut()? = 0.0,
+        if km.unresolved() > 0.0 && km.slowest_ms > last {
+            values.push(km.slowest_ms);
+            slower.push(0.0);
+        } else {
+            *slower.last_mut()? = 0.0;
         }
         Some(Self { values, slower })
     }

@@ -30,6 +30,24 @@ pub struct BucketCounts {
     pub censored: u64,
 }
 
+/// A sketch's Kaplan-Meier estimate ([`LatencySketch::kaplan_meier`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KaplanMeier {
+    /// Each completion bucket's value, rising, with `P(V > value)`.
+    pub steps: Vec<(f64, f64)>,
+    /// The slowest time known: the last completion, or a later cut. The
+    /// share that outlives the last completion (the last step's) is known
+    /// only to take at least this long.
+    pub slowest_ms: f64,
+}
+
+impl KaplanMeier {
+    /// The share past the last completion: cut short, never answered.
+    pub fn unresolved(&self) -> f64 {
+        self.steps.last().map_or(0.0, |s| s.1)
+    }
+}
+
 impl BucketCounts {
     fn total(&self) -> u64 {
         self.completed + self.censored
@@ -87,6 +105,31 @@ impl LatencySketch {
     /// The non-empty buckets as (index, counts), in index order.
     pub fn buckets(&self) -> impl Iterator<Item = (i32, BucketCounts)> + '_ {
         self.buckets.iter().map(|(&index, &counts)| (index, counts))
+    }
+
+    /// The Kaplan-Meier estimate of the samples: a sample cut short at `c`
+    /// is known only to be slower than `c`, so it stays at risk up to `c`
+    /// and then drops out, instead of counting as a completion (which would
+    /// make a hedged tail look short). `None` without a completion. The
+    /// hedge delay's objective and the advisor's replay both read it.
+    pub fn kaplan_meier(&self) -> Option<KaplanMeier> {
+        let mut at_risk = self.count as f64;
+        let mut survival = 1.0;
+        let mut steps = Vec::new();
+        for (&index, counts) in &self.buckets {
+            if at_risk <= 0.0 {
+                break;
+            }
+            if counts.completed > 0 {
+                survival *= 1.0 - counts.completed as f64 / at_risk;
+                steps.push((bucket_value(index), survival.max(0.0)));
+            }
+            at_risk -= counts.total() as f64;
+        }
+        steps.last()?;
+        // Buckets are never empty: the last one holds the slowest sample.
+        let slowest_ms = bucket_value(*self.buckets.keys().next_back()?);
+        Some(KaplanMeier { steps, slowest_ms })
     }
 
     /// Adds `counts` to bucket `index` (rebuilding a sketch from its buckets).

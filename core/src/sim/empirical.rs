@@ -26,32 +26,21 @@ impl Empirical {
     /// The Kaplan-Meier distribution of `sketch`'s legs; `None` without a
     /// completed one.
     pub fn from_sketch(sketch: &LatencySketch) -> Option<Self> {
-        let mut at_risk = sketch.count() as f64;
-        let mut survival = 1.0;
+        let km = sketch.kaplan_meier()?;
         // The lower edge of the first bucket: the CDF starts at 0 there.
         let first = sketch.buckets().next()?.0;
         let gamma = (1.0 + RELATIVE_ERROR) / (1.0 - RELATIVE_ERROR);
         let mut points = vec![(0.0, bucket_value(first) / gamma)];
-        let mut slowest = None;
-        for (index, counts) in sketch.buckets() {
-            if at_risk <= 0.0 {
-                break;
-            }
-            if counts.completed > 0 {
-                survival *= 1.0 - counts.completed as f64 / at_risk;
-                points.push((1.0 - survival, bucket_value(index)));
-                slowest = Some(index);
-            }
-            at_risk -= (counts.completed + counts.censored) as f64;
-        }
-        slowest?;
-        let last_censored = sketch.buckets().last().map(|(i, _)| i);
-        let unresolved_tail = survival.max(0.0);
+        points.extend(
+            km.steps
+                .iter()
+                .map(|&(value, slower)| (1.0 - slower, value)),
+        );
+        let unresolved_tail = km.unresolved();
         if unresolved_tail > 0.0 {
             // A point mass at the slowest time seen: a step, not a slope.
-            let at = bucket_value(last_censored.max(slowest).unwrap_or(first));
-            points.push((1.0 - unresolved_tail, at));
-            points.push((1.0, at));
+            points.push((1.0 - unresolved_tail, km.slowest_ms));
+            points.push((1.0, km.slowest_ms));
         }
         Some(Self {
             points,
