@@ -13,7 +13,7 @@
 //! - [`request`]: per-request rules: eligibility, route keys, the outbound URL and
 //!   headers, coalescing, held bodies, the body idle timeout.
 //! - [`pop`]: PoP-wide aggregation: the push format, the aggregator, the client.
-//! - [`observe`]: stats counters and the request log line.
+//! - [`observe`]: the metrics (every count, once) and the request log line.
 //! - [`capped_map`]: the bound on every per-key table.
 //! - [`race`]: the Hedger and one race's plan, state machine and event handlers.
 //! - [`isolate`]: the facade a request's pipeline calls: intake, cache use,

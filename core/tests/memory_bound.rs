@@ -10,7 +10,6 @@ use hedgehog_core::cache::policy::CacheRoutes;
 use hedgehog_core::config;
 use hedgehog_core::estimation::estimator::LatencyEstimator;
 use hedgehog_core::estimation::sketch::Sample;
-use hedgehog_core::observe::route_stats::{RaceSummary, RouteStats};
 use hedgehog_core::pop::link::PopLink;
 use hedgehog_core::request::coalesce::{Coalescer, Role};
 use hedgehog_core::request::route_key::route_key;
@@ -31,7 +30,6 @@ fn state_stays_bounded_under_100k_distinct_paths() {
     );
     let params = config::parse(&vars).expect("valid config");
     let mut estimator = LatencyEstimator::new(params.estimator);
-    let mut stats = RouteStats::new(params.estimator.max_route_keys);
     let mut coalescer = Coalescer::new(params.coalesce);
     let mut cache_routes = CacheRoutes::new(64);
     let mut pop = PopLink::new(params.pop.link);
@@ -45,7 +43,6 @@ fn state_stays_bounded_under_100k_distinct_paths() {
         let route = route_key(&path, &params.route_keys);
         routes.insert(route.clone());
         estimator.record(0, &route, Sample::Completed(20.0), now);
-        stats.record(0, &route, &RaceSummary::default());
         if let Role::Leader(id) = coalescer.join(&format!("https://edge.test{path}"), now) {
             // Half the leaders never report back (their request was cancelled).
             if i % 2 == 0 {
@@ -66,11 +63,6 @@ fn state_stays_bounded_under_100k_distinct_paths() {
         params.estimator.max_route_keys
     );
     println!(
-        "  route stats keys: {} (same bound; {} requests counted as untracked)",
-        stats.len(),
-        stats.overflow().requests
-    );
-    println!(
         "  coalescing flights: {} (bound HEDGE_COALESCE_MAX_KEYS = {})",
         coalescer.len(),
         params.coalesce.max_flights
@@ -85,11 +77,6 @@ fn state_stays_bounded_under_100k_distinct_paths() {
         hedgehog_core::pop::push::MAX_PUSH_KEYS
     );
     assert!(estimator.route_count() <= params.estimator.max_route_keys);
-    assert!(stats.len() <= params.estimator.max_route_keys);
-    assert_eq!(
-        stats.overflow().requests as usize,
-        PATHS - params.estimator.max_route_keys
-    );
     assert!(coalescer.len() <= params.coalesce.max_flights);
     assert!(cache_routes.known_count() <= hedgehog_core::cache::policy::MAX_CACHEABLE_ROUTES);
     assert!(delta_keys <= hedgehog_core::pop::push::MAX_PUSH_KEYS);

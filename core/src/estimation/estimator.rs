@@ -142,6 +142,16 @@ impl LatencyEstimator {
         });
     }
 
+    /// Every (origin, route key) with samples inside the window at
+    /// `now_ms`, in no particular order: the keys a delay is reported for.
+    pub fn route_keys(&mut self, now_ms: f64) -> Vec<(usize, String)> {
+        let mut keys = Vec::new();
+        self.each_route_sketch(now_ms, |origin, route, _| {
+            keys.push((origin, route.to_string()))
+        });
+        keys
+    }
+
     /// Number of (origin, route key) pairs tracked now.
     pub fn route_count(&self) -> usize {
         self.routes.len()

@@ -222,7 +222,6 @@ impl Isolate {
         // A refresh's failure reached no client (it had the stale copy), but
         // it is the origin's, and shows among the recent errors.
         let summary = state.summary(client_error && !rescue && !exchange.refresh, now_ms);
-        self.hedger.record_outcome(state, &summary);
         let total_ms = now_ms - exchange.started_ms;
         if summary.error || (exchange.refresh && client_error) {
             self.note_error(state, answer.status, exchange.refresh, now_ms);

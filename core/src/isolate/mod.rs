@@ -283,7 +283,6 @@ impl Isolate {
             if let Some(m) = &mut self.metrics_in_flight {
                 m.fold_route(g);
             }
-            self.hedger.route_stats.fold_route(g);
         }
         label
     }

@@ -39,13 +39,11 @@ impl Isolate {
         push.encode()
     }
 
-    /// Each tracked (primary, route)'s delay now, for the PoP's dashboard.
+    /// The delay now of each (origin, route) with samples in the window,
+    /// as a primary there would get it, for the PoP's dashboard.
     pub(super) fn route_delay_reports(&mut self, now_ms: f64) -> Vec<RouteDelayReport> {
-        let keys: Vec<(usize, String)> = (self.hedger.route_stats.keys())
-            .map(|(k, _)| k.clone())
-            .collect();
         let mut reports = Vec::new();
-        for (origin, route) in keys {
+        for (origin, route) in self.hedger.estimator.route_keys(now_ms) {
             let RouteDelay { choice, benefit } = self.hedger.route_delay(origin, &route, now_ms);
             let (Some(choice), Some(name)) = (choice, self.origin_names.get(origin)) else {
                 continue;

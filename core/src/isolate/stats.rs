@@ -13,7 +13,7 @@ use crate::admission::hedge_gate::HedgeDenied;
 use crate::config::Params;
 use crate::estimation::delay_plan::RouteDelay;
 use crate::observe::latency_export::LatencyExport;
-use crate::observe::route_stats::RouteCounters;
+use crate::observe::metrics::{MetricCounts, RouteMetrics};
 use crate::pop::push::KeyDelta;
 use crate::race::Hedger;
 
@@ -32,8 +32,6 @@ struct StatsJson<'a> {
     held_body_bytes_peak: u64,
     origins: Vec<OriginJson<'a>>,
     routes: Vec<RouteJson<'a>>,
-    /// Requests on route keys beyond the tracked bound.
-    untracked_routes: CountersJson,
     pop: PopJson,
     isolate: IsolateJson,
     /// Keys that were invalid and run on their defaults.
@@ -99,10 +97,30 @@ struct OriginJson<'a> {
     hedge_payoff: BTreeMap<&'static str, PayoffJson>,
 }
 
+/// One route label's counts (the metrics' own), and per origin with
+/// samples on it, the delay a request with that origin as its primary gets.
 #[derive(Serialize)]
 struct RouteJson<'a> {
+    route: &'a str,
+    /// Requests that ran a race (a client's or a background refresh).
+    requests: u64,
+    hedges_sent: u64,
+    hedges_won: u64,
+    /// Hedges won per hedge sent.
+    win_ratio: Option<f64>,
+    /// Requests answered with a 5xx or without an origin answer.
+    errors: u64,
+    /// Origin work on legs cut short (losers, timeouts), ms.
+    wasted_origin_ms: f64,
+    /// That work as a share of all origin work on these requests.
+    wasted_origin_fraction: Option<f64>,
+    hedges_by_cause: BTreeMap<&'static str, CauseJson>,
+    origins: Vec<RouteOriginJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct RouteOriginJson<'a> {
     origin: &'a str,
-    route: String,
     local_quantile_ms: Option<f64>,
     local_samples: u64,
     pop_quantile_ms: Option<f64>,
@@ -117,23 +135,6 @@ struct RouteJson<'a> {
     predicted_hedge_share: Option<f64>,
     predicted_tail_ms: Option<f64>,
     unhedged_tail_ms: Option<f64>,
-    #[serde(flatten)]
-    counters: CountersJson,
-}
-
-#[derive(Serialize)]
-struct CountersJson {
-    requests: u64,
-    hedges_sent: u64,
-    hedges_won: u64,
-    /// Hedges won per hedge sent.
-    win_ratio: Option<f64>,
-    errors: u64,
-    /// Origin work on legs cut short (losers, timeouts), ms.
-    wasted_origin_ms: f64,
-    /// That work as a share of all origin work on these requests.
-    wasted_origin_fraction: Option<f64>,
-    hedges_by_cause: BTreeMap<&'static str, CauseJson>,
 }
 
 #[derive(Serialize)]
@@ -146,27 +147,36 @@ struct PopJson {
     over_budget: bool,
 }
 
-fn counters(c: &RouteCounters) -> CountersJson {
-    CountersJson {
-        requests: c.requests,
-        hedges_sent: c.hedges_sent,
-        hedges_won: c.hedges_won,
-        win_ratio: (c.hedges_sent > 0).then(|| c.hedges_won as f64 / c.hedges_sent as f64),
-        errors: c.errors,
-        wasted_origin_ms: c.wasted_ms,
-        wasted_origin_fraction: (c.origin_ms > 0.0).then(|| c.wasted_ms / c.origin_ms),
+fn route_json<'a>(
+    route: &'a str,
+    m: &RouteMetrics,
+    origins: Vec<RouteOriginJson<'a>>,
+) -> RouteJson<'a> {
+    // `hedges[cause]` is [won, lost].
+    let sent: u64 = m.hedges.iter().flatten().sum();
+    let won: u64 = m.hedges.iter().map(|c| c[0]).sum();
+    RouteJson {
+        route,
+        requests: m.requests,
+        hedges_sent: sent,
+        hedges_won: won,
+        win_ratio: (sent > 0).then(|| won as f64 / sent as f64),
+        errors: m.client_errors,
+        wasted_origin_ms: m.wasted_origin_s * 1000.0,
+        wasted_origin_fraction: (m.origin_s > 0.0).then(|| m.wasted_origin_s / m.origin_s),
         hedges_by_cause: CAUSES
             .iter()
-            .zip(c.by_cause)
-            .filter(|(_, n)| n.sent > 0)
-            .map(|(cause, n)| {
+            .zip(m.hedges)
+            .filter(|(_, [won, lost])| won + lost > 0)
+            .map(|(cause, [won, lost])| {
                 let json = CauseJson {
-                    sent: n.sent,
-                    won: n.won,
+                    sent: won + lost,
+                    won,
                 };
                 (cause.as_str(), json)
             })
             .collect(),
+        origins,
     }
 }
 
@@ -251,7 +261,7 @@ pub(super) fn stats(
         .unwrap_or(0);
     let q = params.delay.quantile;
     let origins = origins(params, h, now_ms);
-    let routes = routes(params, h, now_ms);
+    let routes = routes(params, h, metrics, now_ms);
     let push = h.pop.counts();
     let json = StatsJson {
         hedge_quantile: q,
@@ -261,7 +271,6 @@ pub(super) fn stats(
         held_body_bytes_peak: held.peak(),
         origins,
         routes,
-        untracked_routes: counters(h.route_stats.overflow()),
         pop: PopJson {
             enabled: h.pop.enabled(),
             pushes_succeeded: push.succeeded,
@@ -320,36 +329,47 @@ fn origins<'a>(params: &'a Params, h: &mut Hedger, now_ms: f64) -> Vec<OriginJso
         .collect()
 }
 
-/// Each tracked (primary, route): its counters, quantiles and the delay a
-/// request would get now.
-fn routes<'a>(params: &'a Params, h: &mut Hedger, now_ms: f64) -> Vec<RouteJson<'a>> {
+/// Each route the metrics count, with its counters, and under it each
+/// origin with samples on it in the window: its quantiles and the delay a
+/// request with it as the primary would get now.
+fn routes<'a>(
+    params: &'a Params,
+    h: &mut Hedger,
+    metrics: &'a MetricCounts,
+    now_ms: f64,
+) -> Vec<RouteJson<'a>> {
     let q = params.delay.quantile;
-    // Copied out first: the benefit look-up needs the whole Hedger.
-    let keys: Vec<((usize, String), RouteCounters)> = (h.route_stats.keys())
-        .map(|(key, c)| (key.clone(), *c))
-        .collect();
-    keys.into_iter()
-        .map(|((origin, route), c)| {
-            let estimates = h.estimator.estimates(origin, &route, q, now_ms);
-            let (local, pop) = (estimates.route, h.pop.estimate(origin, &route, now_ms));
-            let RouteDelay {
-                choice: delay,
-                benefit,
-            } = h.route_delay(origin, &route, now_ms);
-            RouteJson {
-                origin: params.origins.get(origin).map_or("?", |o| o.name.as_str()),
-                route,
-                local_quantile_ms: local.map(|e| e.value_ms),
-                local_samples: local.map_or(0, |e| e.samples),
-                pop_quantile_ms: pop.map(|e| e.value_ms),
-                pop_samples: pop.map_or(0, |e| e.samples),
-                hedge_delay_ms: delay.map(|d| d.delay_ms),
-                delay_basis: delay.map(|d| d.basis.as_str()),
-                predicted_hedge_share: benefit.map(|b| b.hedge_share),
-                predicted_tail_ms: benefit.map(|b| b.tail_ms),
-                unhedged_tail_ms: benefit.map(|b| b.unhedged_tail_ms),
-                counters: counters(&c),
-            }
+    let mut delays: Vec<(String, RouteOriginJson<'a>)> = Vec::new();
+    for (origin, route) in h.estimator.route_keys(now_ms) {
+        let estimates = h.estimator.estimates(origin, &route, q, now_ms);
+        let (local, pop) = (estimates.route, h.pop.estimate(origin, &route, now_ms));
+        let RouteDelay {
+            choice: delay,
+            benefit,
+        } = h.route_delay(origin, &route, now_ms);
+        let json = RouteOriginJson {
+            origin: params.origins.get(origin).map_or("?", |o| o.name.as_str()),
+            local_quantile_ms: local.map(|e| e.value_ms),
+            local_samples: local.map_or(0, |e| e.samples),
+            pop_quantile_ms: pop.map(|e| e.value_ms),
+            pop_samples: pop.map_or(0, |e| e.samples),
+            hedge_delay_ms: delay.map(|d| d.delay_ms),
+            delay_basis: delay.map(|d| d.basis.as_str()),
+            predicted_hedge_share: benefit.map(|b| b.hedge_share),
+            predicted_tail_ms: benefit.map(|b| b.tail_ms),
+            unhedged_tail_ms: benefit.map(|b| b.unhedged_tail_ms),
+        };
+        delays.push((route, json));
+    }
+    (metrics.routes.iter())
+        .map(|(route, m)| {
+            // A label given up leaves the metrics at once and the estimator
+            // only when idle: its delays are not shown in between.
+            let (mine, rest) = std::mem::take(&mut delays)
+                .into_iter()
+                .partition::<Vec<_>, _>(|(r, _)| r == route);
+            delays = rest;
+            route_json(route, m, mine.into_iter().map(|(_, d)| d).collect())
         })
         .collect()
 }

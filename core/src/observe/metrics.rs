@@ -17,8 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::admission::payoff::CAUSES;
 use crate::observe::route_labels::RouteLabels;
 pub use crate::observe::route_labels::OTHER_ROUTE;
-use crate::observe::route_stats::RaceSummary;
-use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
+use crate::race::{Leg, LegRecord, RaceEnd, RaceState, RaceSummary};
 
 mod wire;
 pub use wire::{MetricsWire, WireNumber};

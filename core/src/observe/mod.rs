@@ -1,4 +1,4 @@
-//! What the Worker reports: per-route stats counters, the request log line,
+//! What the Worker reports: the request log line, the error events, the route labels,
 //! and the metrics (counters and histograms, and their text exposition).
 
 pub mod error_events;
@@ -7,4 +7,3 @@ pub mod latency_export;
 pub mod metrics;
 pub mod request_log;
 pub mod route_labels;
-pub mod route_stats;

@@ -11,7 +11,6 @@ use crate::admission::health::{route_tag, Outcome};
 use crate::admission::hedge_gate::{HedgeDenied, Urgency};
 use crate::estimation::sketch::Sample;
 use crate::no_hedge::NoHedge;
-use crate::observe::route_stats::RaceSummary;
 
 // === impl Hedger ===
 
@@ -241,13 +240,6 @@ impl Hedger {
         }
         self.cut_pending(state, CutShort::Lost, now_ms);
         self.finish(state, RaceEnd::ClientGone)
-    }
-
-    /// The request is done (its response went out): count `summary`
-    /// ([`RaceState::summary`]) for the stats.
-    pub fn record_outcome(&mut self, state: &RaceState, summary: &RaceSummary) {
-        self.route_stats
-            .record(state.plan.primary, &state.plan.route.key, summary);
     }
 
     fn step(&mut self, state: &mut RaceState, step: Step, now_ms: f64) -> Action {

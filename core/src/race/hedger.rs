@@ -1,6 +1,6 @@
 //! The per-isolate Hedger: what every race reads and writes (latency
 //! estimates, the hedge gate with budget and origin health, the PoP view,
-//! the route counters, the delay planner), and the plan of a request's race.
+//! the delay planner), and the plan of a request's race.
 //! Its event handlers are in `events.rs`.
 
 use std::rc::Rc;
@@ -16,8 +16,6 @@ use crate::estimation::delay_plan::{
 use crate::estimation::delay_policy::{DelayBasis, DelayChoice, HedgeMode};
 use crate::estimation::estimator::LatencyEstimator;
 use crate::no_hedge::NoHedge;
-use crate::observe::route_labels::MAX_UNCONFIGURED_LABELS;
-use crate::observe::route_stats::RouteStats;
 use crate::pop::link::{PopLink, PopLinkParams};
 use crate::request::eligibility::Eligibility;
 
@@ -31,8 +29,6 @@ pub struct Hedger {
     pub gate: HedgeGate,
     /// The PoP aggregate as this isolate sees it.
     pub pop: PopLink,
-    /// Per-route counters for the stats.
-    pub route_stats: RouteStats,
     /// The hedge delay per primary and route.
     pub(super) delays: DelayPlanner,
     /// How late the isolate's own event loop runs.
@@ -68,13 +64,6 @@ impl Hedger {
                     ..params.gate()
                 },
                 now_ms,
-            ),
-            // Room for every label there can be at once (configured ones,
-            // the unconfigured bound, `_other`) on every origin: labels are
-            // bounded, and given up, before they get here.
-            route_stats: RouteStats::new(
-                (params.configured_route_labels().len() + MAX_UNCONFIGURED_LABELS + 1)
-                    * params.origins.len().max(1),
             ),
             isolate_lag: IsolateLag::new(params.guards.busy_lag_ms),
             payoff: HedgePayoff::new(params.origins.len(), params.guards.cut_unpaid),

@@ -19,4 +19,6 @@ mod state;
 pub use hedger::Hedger;
 pub use machine::{classify_status, health_outcome, hedge_refused, Leg, LegOutcome, Race, Step};
 pub use plan::{HedgeCause, RacePlan, Route};
-pub use state::{Action, LegRecord, RaceEnd, RaceEvent, RaceIo, RaceState, INVALID_STATUS};
+pub use state::{
+    Action, LegRecord, RaceEnd, RaceEvent, RaceIo, RaceState, RaceSummary, INVALID_STATUS,
+};

@@ -4,7 +4,23 @@
 use super::machine::{Leg, Race};
 use super::plan::{HedgeCause, RacePlan};
 use crate::no_hedge::NoHedge;
-use crate::observe::route_stats::RaceSummary;
+
+/// What one finished request contributes to the metrics' route counters.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RaceSummary {
+    /// A hedge went out.
+    pub hedge_sent: bool,
+    /// Why it went out.
+    pub hedge_cause: Option<HedgeCause>,
+    /// The hedge's answer was the one served.
+    pub hedge_won: bool,
+    /// The client got a 5xx (the origin's or ours) or no origin answer.
+    pub error: bool,
+    /// Milliseconds of origin work on legs cut short (losers, timeouts).
+    pub wasted_ms: f64,
+    /// Milliseconds of origin work on every leg.
+    pub origin_ms: f64,
+}
 
 /// What one leg did, for headers, error bodies, logs and stats.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -148,7 +164,7 @@ impl RaceState {
         self.race.third_sent() && self.legs[Leg::Hedge.index()].started_ms.is_some()
     }
 
-    /// What the race contributes to the route counters, at `now_ms`.
+    /// What the race contributes to the metrics' route counters, at `now_ms`.
     pub fn summary(&self, client_error: bool, now_ms: f64) -> RaceSummary {
         let elapsed = |l: &LegRecord| l.elapsed_ms(now_ms).unwrap_or(0.0);
         RaceSummary {
