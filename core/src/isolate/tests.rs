@@ -234,6 +234,13 @@ fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
     assert_eq!(route["route"], client.route.key.as_str());
     assert_eq!(route["requests"], 1, "counted like any race: {stats}");
     assert_eq!(route["errors"], 0, "no client saw the failure");
+    // The page and the metrics read one counter.
+    let text = iso.metrics_text(crate::observe::exposition::Format::Prometheus, 50.0);
+    let label = format!("route=\"{}\"", client.route.key);
+    let requests = (text.lines())
+        .find(|l| l.starts_with("hedgehog_requests_total{") && l.contains(&label))
+        .unwrap_or_else(|| panic!("no requests line for {label}: {text}"));
+    assert!(requests.ends_with(" 1"), "{requests}");
     let error = &stats["recent_errors"][0];
     assert_eq!(error["status"], 503);
     assert_eq!(
