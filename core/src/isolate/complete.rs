@@ -218,7 +218,7 @@ impl Isolate {
             _ => (true, true),
         };
         let rescue = answer.stale_if_error && origin_failed;
-        // Computed once: the stats' counters and the metrics both take it.
+        // Computed once, for the metrics (whose counters the stats page reads).
         // A refresh's failure reached no client (it had the stale copy), but
         // it is the origin's, and shows among the recent errors.
         let summary = state.summary(client_error && !rescue && !exchange.refresh, now_ms);
