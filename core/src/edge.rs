@@ -12,6 +12,9 @@ pub use crate::isolate::{
     RequestHead,
 };
 
+/// A request's or response's header fields, read from the runtime once.
+pub use crate::header_list::HeaderList;
+
 /// The configuration the isolate and the aggregator run on.
 pub use crate::config::{
     defaults as default_config, parse as parse_config, parse_lenient as parse_config_lenient,

@@ -15,6 +15,7 @@
 //! - [`pop`]: PoP-wide aggregation: the push format, the aggregator, the client.
 //! - [`observe`]: the metrics (every count, once) and the request log line.
 //! - [`capped_map`]: the bound on every per-key table.
+//! - [`header_list`]: a request's or response's header fields, handed in as one value.
 //! - [`race`]: the Hedger and one race's plan, state machine and event handlers.
 //! - [`isolate`]: the facade a request's pipeline calls: intake, cache use,
 //!   the race, completion; the stats page's view.
@@ -30,6 +31,7 @@ pub mod capped_map;
 pub mod config;
 pub mod edge;
 pub mod estimation;
+pub mod header_list;
 pub mod isolate;
 pub mod no_hedge;
 pub mod observe;

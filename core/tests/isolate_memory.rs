@@ -8,6 +8,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
+use hedgehog_core::header_list::HeaderList;
 use hedgehog_core::isolate::{Answer, Intake, Isolate, RequestHead};
 use hedgehog_core::race::{Leg, RaceEvent, RaceIo};
 
@@ -38,9 +39,7 @@ impl RaceIo for NoIo {
     }
 }
 
-fn no_headers(_: &str) -> Option<String> {
-    None
-}
+static NO_HEADERS: HeaderList = HeaderList::EMPTY;
 
 /// One request of `method` to `url`, answered `status` by its primary 2 ms later.
 fn request(iso: &mut Isolate, method: &str, url: &str, status: u16, now_ms: f64) {
@@ -48,7 +47,7 @@ fn request(iso: &mut Isolate, method: &str, url: &str, status: u16, now_ms: f64)
         url,
         method,
         has_body: false,
-        header: &no_headers,
+        headers: &NO_HEADERS,
         new_id: &|| "00000000000000000000000000000001".to_string(),
     };
     let Intake::Proxy(mut exchange) = iso.accept(&head, now_ms) else {
@@ -63,7 +62,7 @@ fn request(iso: &mut Isolate, method: &str, url: &str, status: u16, now_ms: f64)
     iso.handle(&mut race, answered, now_ms + 2.0, &mut NoIo);
     let answer = Answer {
         status: Some(status),
-        header: &no_headers,
+        headers: &NO_HEADERS,
         stale_if_error: false,
         analytics: false,
     };

@@ -17,7 +17,7 @@ use worker::wasm_bindgen_futures::spawn_local;
 use worker::{console_warn, web_sys, Delay};
 
 use super::fixed_length_body::hold_to_length;
-use hedgehog_core::edge::{fixed_length, idle_message};
+use hedgehog_core::edge::{fixed_length, idle_message, HeaderList};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BodyState {
@@ -26,19 +26,18 @@ enum BodyState {
     Ended,
 }
 
-/// `response`'s body, cut when the origin sends nothing for `idle_ms`
+/// A response's body (its header fields `head`), cut when the origin sends nothing for `idle_ms`
 /// (aborting `origin_fetch`). The origin's `Content-Length` still holds where
 /// the body is not encoded.
 pub(crate) fn watch(
-    response: &web_sys::Response,
+    head: &HeaderList,
     body: web_sys::ReadableStream,
     idle_ms: f64,
     origin_fetch: Option<web_sys::AbortController>,
 ) -> worker::Result<web_sys::ReadableStream> {
-    let headers = response.headers();
     let length = fixed_length(
-        headers.get("content-length")?.as_deref(),
-        headers.get("content-encoding")?.as_deref(),
+        head.get("content-length").as_deref(),
+        head.get("content-encoding").as_deref(),
     );
     let source = wasm_streams::ReadableStream::from_raw(body)
         .try_into_stream()

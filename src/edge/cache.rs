@@ -14,11 +14,12 @@
 //! plain URL naming the headers and the generation. A cache failure never
 //! fails the request: a lookup error is a miss, a store error is logged.
 
-use worker::js_sys::{self, Array, Reflect};
+use worker::js_sys::{self, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{console_warn, web_sys, Context};
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -28,13 +29,14 @@ use worker::js_sys::Uint8Array;
 
 use super::clock::random_hex;
 use super::connections::Connections;
+use super::head;
 use super::isolate::Shared;
-use super::reply::{drop_hop_by_hop, null_body_status};
+use super::reply::{drop_hop_by_hop, is_hop_by_hop, null_body_status};
 use super::request_body::HeldClaim;
 use hedgehog_core::edge::{
-    body_whole, fixed_length, updated_by_304, variant_key, vary_rule, EntryMeta, StoredMeta,
-    VaryRule, GENERATION_HEADER, HIDDEN_FROM_RUNTIME, INTERNAL_HEADER_PREFIX, META_HEADER,
-    NOT_MODIFIED_OMITS, VARY_MARKER_HEADER,
+    body_whole, connection_tokens, fixed_length, updated_by_304, variant_key, vary_rule, EntryMeta,
+    HeaderList, StoredMeta, VaryRule, GENERATION_HEADER, HIDDEN_FROM_RUNTIME,
+    INTERNAL_HEADER_PREFIX, META_HEADER, NOT_MODIFIED_OMITS, VARY_MARKER_HEADER,
 };
 
 fn default_cache() -> Option<web_sys::Cache> {
@@ -61,8 +63,8 @@ async fn match_key(
     }
 }
 
-fn header_of(headers: &web_sys::Headers) -> impl Fn(&str) -> Option<String> + '_ {
-    |name| headers.get(name).ok().flatten()
+fn header_of(head: &HeaderList) -> impl Fn(&str) -> Option<String> + '_ {
+    |name| head.get(name).map(Cow::into_owned)
 }
 
 /// A stored entry found for a request.
@@ -111,7 +113,7 @@ pub(crate) struct Lookup {
 /// if there is one (fresh or not: the caller asks the core what it may do).
 pub(crate) async fn lookup(
     url: &str,
-    request_headers: &web_sys::Headers,
+    request_headers: &HeaderList,
     connections: &Rc<Connections>,
 ) -> Lookup {
     let Some(cache) = default_cache() else {
@@ -178,24 +180,21 @@ pub(crate) async fn delete_all(urls: &[String], connections: &Rc<Connections>) {
     futures::future::join_all(urls.iter().map(|url| delete(url, connections))).await;
 }
 
-/// The origin's headers of `response` as the client sees them: hop-by-hop
-/// headers and those its `Connection` names are dropped (RFC 9110 section
-/// 7.6.1), and so is anything in the Worker's own namespace.
-fn end_to_end_headers(response: &web_sys::Response) -> worker::Result<web_sys::Headers> {
-    let source = response.headers();
-    let headers = web_sys::Headers::new_with_headers(&source)?;
-    drop_hop_by_hop(&headers, source.get("connection")?.as_deref())?;
-    // Collected first: deleting while iterating would disturb the iterator.
-    let mut internal = Vec::new();
-    for name in headers.keys() {
-        if let Some(name) = name?.as_string() {
-            if name.starts_with(INTERNAL_HEADER_PREFIX) {
-                internal.push(name);
-            }
-        }
-    }
-    for name in internal {
-        headers.delete(&name)?;
+/// The origin's headers of `response` (its fields `head`) as the client
+/// sees them: hop-by-hop headers and those its `Connection` names are
+/// dropped (RFC 9110 section 7.6.1), and so is anything in the Worker's own
+/// namespace.
+fn end_to_end_headers(
+    response: &web_sys::Response,
+    head: &HeaderList,
+) -> worker::Result<web_sys::Headers> {
+    let headers = web_sys::Headers::new_with_headers(&response.headers())?;
+    drop_hop_by_hop(&headers, head)?;
+    for name in head
+        .names()
+        .filter(|n| n.starts_with(INTERNAL_HEADER_PREFIX))
+    {
+        headers.delete(name)?;
     }
     Ok(headers)
 }
@@ -250,14 +249,15 @@ pub(crate) fn updated_by(
     let current = served(entry, 0, false)?;
     let headers = current.headers();
     headers.delete("age")?;
-    let fresh = end_to_end_headers(not_modified)?;
-    for pair in fresh.entries() {
-        let pair: Array = pair?.unchecked_into();
-        let (Some(name), Some(value)) = (pair.get(0).as_string(), pair.get(1).as_string()) else {
-            continue;
-        };
-        if updated_by_304(&name) {
-            headers.set(&name, &value)?;
+    // The 304's end-to-end fields (as `end_to_end_headers` keeps them).
+    let fresh = head::read(&not_modified.headers());
+    let tokens = connection_tokens(fresh.get("connection").as_deref());
+    for name in fresh.names() {
+        let end_to_end = !is_hop_by_hop(name, &tokens) && !name.starts_with(INTERNAL_HEADER_PREFIX);
+        if end_to_end && updated_by_304(name) {
+            if let Some(value) = fresh.get(name) {
+                headers.set(name, &value)?;
+            }
         }
     }
     Ok(current)
@@ -269,7 +269,9 @@ pub(crate) struct StoreTarget<'a> {
     /// The request URL (the plain key).
     pub(crate) url: &'a str,
     /// The storing request's headers (they pick the variant).
-    pub(crate) request_headers: &'a web_sys::Headers,
+    pub(crate) request_headers: &'a HeaderList,
+    /// The stored response's header fields.
+    pub(crate) response_head: &'a HeaderList,
     /// The isolate whose held-body cap the copy claims from.
     pub(crate) isolate: &'a Shared,
     /// The variants' generation found at lookup, if any.
@@ -312,11 +314,11 @@ pub(crate) fn store_task(
 ) -> Option<LocalBoxFuture<'static, ()>> {
     let cache = default_cache()?;
     let url = target.url;
-    let (key, marker) = store_key(&target, response)?;
-    let headers = response.headers();
+    let (key, marker) = store_key(&target)?;
+    let head = target.response_head;
     let expected_len = fixed_length(
-        headers.get("content-length").ok().flatten().as_deref(),
-        headers.get("content-encoding").ok().flatten().as_deref(),
+        head.get("content-length").as_deref(),
+        head.get("content-encoding").as_deref(),
     );
     // The copy is a tee: what the cache has read and the client has not is
     // held by the runtime. A slow reader on a 48 MiB answer held +114 MB
@@ -334,6 +336,7 @@ pub(crate) fn store_task(
     }
     let (copy, progress) = tracked_copy(
         response,
+        head,
         &target.meta,
         target.keep_secs,
         claim,
@@ -377,14 +380,11 @@ pub(crate) fn store_task(
     }))
 }
 
-/// Where `response` is stored for `target`'s request: its key and, for a
+/// Where the response is stored for `target`'s request: its key and, for a
 /// varying response, the marker the plain key gets; `None` when its `Vary`
 /// makes no usable key.
-fn store_key(
-    target: &StoreTarget<'_>,
-    response: &web_sys::Response,
-) -> Option<(String, Option<web_sys::Response>)> {
-    let vary = response.headers().get("vary").ok().flatten();
+fn store_key(target: &StoreTarget<'_>) -> Option<(String, Option<web_sys::Response>)> {
+    let vary = target.response_head.get("vary");
     match vary_rule(vary.as_deref()) {
         VaryRule::Unstorable => None,
         VaryRule::None => Some((target.url.to_string(), None)),
@@ -416,21 +416,26 @@ struct CopyProgress {
 /// freshness the core computed, and a keep time for the runtime.
 fn stored_headers(
     response: &web_sys::Response,
+    head: &HeaderList,
     meta: &StoredMeta,
     keep_secs: u64,
 ) -> worker::Result<web_sys::Headers> {
-    let headers = end_to_end_headers(response)?;
+    let headers = end_to_end_headers(response, head)?;
     let mut meta = EntryMeta {
         freshness: *meta,
         hidden: Vec::new(),
     };
+    let tokens = connection_tokens(head.get("connection").as_deref());
     for name in HIDDEN_FROM_RUNTIME {
-        if let Some(value) = headers.get(name)? {
+        // One the `Connection` names was dropped as hop-by-hop.
+        if let Some(value) = head.get(name).filter(|_| !is_hop_by_hop(name, &tokens)) {
             headers.delete(name)?;
-            meta.hidden.push((name.to_string(), value));
+            meta.hidden.push((name.to_string(), value.into_owned()));
         }
     }
-    headers.delete("age")?;
+    if head.has("age") {
+        headers.delete("age")?;
+    }
     headers.set(META_HEADER, &meta.to_header())?;
     headers.set("cache-control", &runtime_keep(keep_secs))?;
     Ok(headers)
@@ -450,6 +455,7 @@ fn runtime_keep(keep_secs: u64) -> String {
 /// as it passes (`claim` holds what was claimed up front).
 fn tracked_copy(
     response: &web_sys::Response,
+    head: &HeaderList,
     meta: &StoredMeta,
     keep_secs: u64,
     claim: HeldClaim,
@@ -465,7 +471,7 @@ fn tracked_copy(
     }));
     let init = web_sys::ResponseInit::new();
     init.set_status(copy.status());
-    init.set_headers_headers(&stored_headers(response, meta, keep_secs)?);
+    init.set_headers_headers(&stored_headers(response, head, meta, keep_secs)?);
     let Some(body) = copy.body().filter(|_| !null_body_status(copy.status())) else {
         progress.borrow_mut().ended = true;
         let copy = web_sys::Response::new_with_opt_str_and_init(None, &init)?;

@@ -14,7 +14,7 @@ use worker::web_sys;
 
 use super::request_body::ClientBodyFault;
 use hedgehog_core::edge::{
-    connection_tokens, traceparent, Exchange, Leg, TraceContext, HEDGE_ATTEMPT_HEADER,
+    connection_tokens, traceparent, Exchange, HeaderList, Leg, TraceContext, HEDGE_ATTEMPT_HEADER,
     REQUEST_ID_HEADER,
 };
 
@@ -48,24 +48,20 @@ pub(crate) struct OutboundRequest {
 /// token), plus the request id.
 pub(crate) fn outbound_headers(
     client: &web_sys::Headers,
+    head: &HeaderList,
     exchange: &Exchange,
 ) -> worker::Result<web_sys::Headers> {
     let request_id = &exchange.request_id;
     let headers = web_sys::Headers::new_with_headers(client)?;
-    let tokens = connection_tokens(client.get("connection")?.as_deref());
-    // Collect first: deleting while iterating would disturb the iterator.
-    let mut dropped = Vec::new();
-    for name in headers.keys() {
-        // Header iteration yields lower-case names.
-        if let Some(name) = name?
-            .as_string()
-            .filter(|n| exchange.drops_header(n, &tokens))
-        {
-            dropped.push(name);
-        }
-    }
+    let tokens = connection_tokens(head.get("connection").as_deref());
+    let mut dropped: Vec<&str> = head
+        .names()
+        .filter(|n| exchange.drops_header(n, &tokens))
+        .collect();
+    // A name that came twice is deleted once.
+    dropped.dedup();
     for name in dropped {
-        headers.delete(&name)?;
+        headers.delete(name)?;
     }
     headers.set(REQUEST_ID_HEADER, request_id)?;
     Ok(headers)

@@ -25,6 +25,7 @@ mod coalesce;
 mod connections;
 mod env_vars;
 mod fixed_length_body;
+mod head;
 mod isolate;
 mod leg;
 mod operator;
@@ -59,12 +60,12 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         }
     };
     let (url, method, headers) = (req.url(), req.method(), req.headers());
-    let header = |name: &str| headers.get(name).ok().flatten();
+    let fields = head::read(&headers);
     let head = RequestHead {
         url: &url,
         method: &method,
         has_body: req.body().is_some(),
-        header: &header,
+        headers: &fields,
         new_id: &clock::new_id,
     };
     let intake = isolate.borrow_mut().accept(&head, start_ms);
@@ -87,6 +88,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
                 req: &req,
                 url: &url,
                 headers: &headers,
+                head: &fields,
                 connections: &connections,
             };
             // Boxed: inline, its state is laid out beside this future's own

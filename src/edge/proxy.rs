@@ -17,7 +17,7 @@ use super::reply::{self, Timing};
 use super::request_body::{self, BodyRead, ClientBodyFault, HeldClaim};
 use super::{analytics, pop, refresh, request_log};
 use hedgehog_core::edge::{
-    not_modified, BodyPlan, EntryUse, Exchange, FlightState, Role, Served,
+    not_modified, BodyPlan, EntryUse, Exchange, FlightState, HeaderList, Role, Served,
     CONDITIONAL_REQUEST_HEADERS,
 };
 
@@ -126,7 +126,7 @@ fn outbound(
 ) -> worker::Result<(OutboundRequest, bool)> {
     let outbound = OutboundRequest {
         method: exchange.method.clone(),
-        headers: leg::outbound_headers(client.headers, exchange)?,
+        headers: leg::outbound_headers(client.headers, client.head, exchange)?,
         body,
         trace: exchange.trace.clone(),
         client_body: fault,
@@ -135,9 +135,7 @@ fn outbound(
     // (unless the client's request is conditional itself: the origin then
     // answers the client's own question).
     let revalidating = match &miss.stale {
-        Some((entry, _)) if !conditional(client.headers) => {
-            entry.add_validators(&outbound.headers)?
-        }
+        Some((entry, _)) if !conditional(client.head) => entry.add_validators(&outbound.headers)?,
         _ => false,
     };
     Ok((outbound, revalidating))
@@ -203,14 +201,14 @@ async fn consult_cache(
             return Ok(Err(reply::client_gone(request_id)));
         };
         if matches!(outcome, FlightState::Stored | FlightState::Unknown) {
-            found = cache::lookup(client.url, client.headers, client.connections).await;
+            found = cache::lookup(client.url, client.head, client.connections).await;
             coalesced = true;
         }
         // Nothing shared (or another variant): fetch as if this request had come alone.
     }
     // A waiter that found nothing in the cache does not look again.
     if exchange.look_up_cache && !coalesced {
-        found = cache::lookup(client.url, client.headers, client.connections).await;
+        found = cache::lookup(client.url, client.head, client.connections).await;
     }
     let Some(entry) = found.entry.take() else {
         return Ok(Ok(Miss {
@@ -254,7 +252,7 @@ fn serve_entry(
 ) -> worker::Result<web_sys::Response> {
     // Only an entry with a validator can answer 304; its validators are
     // read only for a conditional request.
-    let header = |name: &str| client.headers.get(name).ok().flatten();
+    let header = |name: &str| client.head.get(name);
     let validated = how == Served::Hit && entry.meta.freshness.has_validator;
     let (inm, ims) = match validated {
         true => (header("if-none-match"), header("if-modified-since")),
@@ -276,10 +274,10 @@ fn serve_entry(
 }
 
 /// Whether the client's request is conditional itself.
-fn conditional(headers: &web_sys::Headers) -> bool {
+fn conditional(head: &HeaderList) -> bool {
     CONDITIONAL_REQUEST_HEADERS
         .iter()
-        .any(|name| headers.has(name).unwrap_or(false))
+        .any(|name| head.has(name))
 }
 
 /// After the race: the isolate's completion, then its I/O (invalidation,
@@ -307,7 +305,8 @@ async fn finish(
     if let (Some((meta, keep_secs)), Some(response)) = (done.store, kept) {
         let target = cache::StoreTarget {
             url: client.url,
-            request_headers: client.headers,
+            request_headers: client.head,
+            response_head: &report.kept_head,
             isolate,
             generation: miss.generation.take(),
             meta,

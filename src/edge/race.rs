@@ -14,10 +14,11 @@ use worker::{web_sys, Delay};
 use super::abort_signal;
 use super::clock::now_ms;
 use super::connections::{Connections, Slot};
+use super::head;
 use super::isolate::Shared;
 use super::leg::{self, OutboundBody, OutboundRequest};
 use hedgehog_core::edge::{
-    Answer, Completion, Exchange, Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState,
+    Answer, Completion, Exchange, HeaderList, Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState,
     INVALID_STATUS,
 };
 
@@ -56,6 +57,9 @@ pub(crate) struct RaceReport {
     /// The winning leg's controller: aborting it stops the origin's body
     /// (for the body idle timeout, which may cut it after the race).
     pub(crate) winner_controller: Option<web_sys::AbortController>,
+    /// The kept response's header fields, read once at completion (after
+    /// a `304` merge), for every rule and copy that looks one up.
+    pub(crate) kept_head: HeaderList,
 }
 
 impl RaceReport {
@@ -70,11 +74,11 @@ impl RaceReport {
     }
 
     /// The isolate's completion of `exchange`'s race for `url`, handed the
-    /// kept response's status and headers (read as the core asks for them);
+    /// kept response's status and header fields (read here, once);
     /// `stale_if_error` when a stale entry may stand in for a failure,
     /// `analytics` when a dataset is bound.
     pub(crate) fn complete(
-        &self,
+        &mut self,
         isolate: &Shared,
         exchange: &Exchange,
         url: &str,
@@ -82,11 +86,11 @@ impl RaceReport {
         analytics: bool,
     ) -> Completion {
         let kept = self.kept_response();
-        let kept_headers = kept.map(web_sys::Response::headers);
-        let header = |name: &str| kept_headers.as_ref()?.get(name).ok().flatten();
+        let status = kept.map(web_sys::Response::status);
+        self.kept_head = kept.map(|r| head::read(&r.headers())).unwrap_or_default();
         let answer = Answer {
-            status: kept.map(web_sys::Response::status),
-            header: &header,
+            status,
+            headers: &self.kept_head,
             stale_if_error,
             analytics,
         };
@@ -369,6 +373,7 @@ fn finish(end: RaceEnd, state: RaceState, mut legs: [LegIo; 2]) -> RaceReport {
         outcome,
         state,
         winner_controller,
+        kept_head: HeaderList::EMPTY,
     }
 }
 

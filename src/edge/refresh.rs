@@ -17,7 +17,7 @@ use super::leg::{self, OutboundBody, OutboundRequest};
 use super::race::{self, Outcome, RaceReport, Target};
 use super::request_body::ClientBodyFault;
 use super::{analytics, request_log};
-use hedgehog_core::edge::Exchange;
+use hedgehog_core::edge::{Exchange, HeaderList};
 
 /// Starts the refresh of `entry` (served stale to `client`'s request) in
 /// the background, unless one for the key runs already.
@@ -40,16 +40,14 @@ pub(crate) fn spawn(
         isolate: Shared::clone(shared),
         url: url.clone(),
     };
-    let headers = match outbound_headers(client.headers, &refresh, entry) {
+    let headers = match outbound_headers(client, &refresh, entry) {
         Ok(headers) => headers,
         Err(e) => {
             console_warn!("hedgehog-edge: could not build a refresh: {e}");
             return;
         }
     };
-    let Ok(request_headers) = web_sys::Headers::new_with_headers(client.headers) else {
-        return;
-    };
+    let request_headers = client.head.clone();
     let dataset = analytics::dataset(env);
     let shared = Shared::clone(shared);
     // The same invocation: its subrequests count against the client's six.
@@ -94,7 +92,7 @@ pub(crate) fn spawn(
 struct End<'a> {
     shared: &'a Shared,
     url: &'a str,
-    request_headers: &'a web_sys::Headers,
+    request_headers: &'a HeaderList,
     connections: &'a Rc<Connections>,
     dataset: Option<&'a AnalyticsEngineDataset>,
 }
@@ -140,6 +138,7 @@ impl End<'_> {
         let target = StoreTarget {
             url: self.url,
             request_headers: self.request_headers,
+            response_head: &report.kept_head,
             isolate: self.shared,
             generation: None,
             meta,
@@ -159,11 +158,11 @@ impl End<'_> {
 /// The refresh's request headers: the client's (less hop-by-hop ones), and
 /// the entry's validators so an unchanged entry costs the origin a 304.
 fn outbound_headers(
-    client: &web_sys::Headers,
+    client: Client<'_>,
     exchange: &Exchange,
     entry: &Entry,
 ) -> worker::Result<web_sys::Headers> {
-    let headers = leg::outbound_headers(client, exchange)?;
+    let headers = leg::outbound_headers(client.headers, client.head, exchange)?;
     entry.add_validators(&headers)?;
     Ok(headers)
 }

@@ -8,8 +8,8 @@ use super::body_watch;
 use super::isolate::Shared;
 use super::race::{Outcome, RaceReport};
 use hedgehog_core::edge::{
-    connection_tokens, leg_lines, public_leg, Completion, ConfigError, LegLine, Served, HOP_BY_HOP,
-    REQUEST_ID_HEADER,
+    connection_tokens, leg_lines, public_leg, Completion, ConfigError, HeaderList, LegLine, Served,
+    HOP_BY_HOP, REQUEST_ID_HEADER,
 };
 
 /// Response header saying which leg answered: `none`, `primary` or `hedge`
@@ -82,7 +82,7 @@ pub(crate) fn race_response(
         | Outcome::BothFailed(Some((_, response))) => {
             let body = match (response.body(), done.body_idle_timeout_ms) {
                 (Some(body), Some(idle_ms)) => Some(body_watch::watch(
-                    response,
+                    &report.kept_head,
                     body,
                     idle_ms,
                     report.winner_controller.clone(),
@@ -91,6 +91,7 @@ pub(crate) fn race_response(
             };
             decorate(
                 response,
+                &report.kept_head,
                 body,
                 done.x_hedge,
                 &done.server_timing,
@@ -293,6 +294,7 @@ pub(crate) fn json_response<T: Serialize>(
 /// status and headers natively and the body stream passes through untouched.
 fn decorate(
     response: &web_sys::Response,
+    head: &HeaderList,
     body: Option<web_sys::ReadableStream>,
     x_hedge: &str,
     server_timing: &str,
@@ -306,26 +308,30 @@ fn decorate(
     let body = body.filter(|_| !null_body_status(response.status()));
     let out = web_sys::Response::new_with_opt_readable_stream_and_init(body.as_ref(), &init)?;
     let headers = out.headers();
-    drop_hop_by_hop(&headers, response.headers().get("connection")?.as_deref())?;
+    drop_hop_by_hop(&headers, head)?;
     headers.set(HEDGE_HEADER, x_hedge)?;
     headers.append("server-timing", server_timing)?;
     headers.set(REQUEST_ID_HEADER, request_id)?;
     Ok(out)
 }
 
-/// Deletes from `headers` the hop-by-hop ones and those `connection` (the
-/// origin's `Connection` value) names (RFC 9110 section 7.6.1).
-pub(crate) fn drop_hop_by_hop(
-    headers: &web_sys::Headers,
-    connection: Option<&str>,
-) -> worker::Result<()> {
-    for name in HOP_BY_HOP {
-        headers.delete(name)?;
-    }
-    for name in connection_tokens(connection) {
-        headers.delete(&name)?;
+/// Deletes from `headers` (a copy of the fields `head` lists) the hop-by-hop
+/// ones and those its `Connection` names (RFC 9110 section 7.6.1): only
+/// those present, one call into JavaScript each (most answers have none).
+pub(crate) fn drop_hop_by_hop(headers: &web_sys::Headers, head: &HeaderList) -> worker::Result<()> {
+    let tokens = connection_tokens(head.get("connection").as_deref());
+    for name in head.names() {
+        if is_hop_by_hop(name, &tokens) {
+            headers.delete(name)?;
+        }
     }
     Ok(())
+}
+
+/// Whether the field `name` (lower case) is hop-by-hop, given the tokens of
+/// the message's `Connection`.
+pub(crate) fn is_hop_by_hop(name: &str, connection_tokens: &[String]) -> bool {
+    HOP_BY_HOP.contains(&name) || connection_tokens.iter().any(|t| t == name)
 }
 
 /// Statuses whose responses carry no body (Fetch standard "null body status").

@@ -7,6 +7,7 @@ use crate::cache::freshness::StoredMeta;
 use crate::cache::invalidation::{self, invalidates};
 use crate::cache::policy::response_freshness;
 use crate::config::Params;
+use crate::header_list::HeaderList;
 use crate::observe::metrics::Served;
 use crate::observe::request_log::{LegLine, LogLevel, RequestLine};
 use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
@@ -15,12 +16,18 @@ use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
 pub struct Answer<'a> {
     /// The kept leg's response status (`None` without a response).
     pub status: Option<u16>,
-    /// A header of that response, by lowercase name (read only as needed).
-    pub header: &'a dyn Fn(&str) -> Option<String>,
+    /// That response's header fields (none without a response).
+    pub headers: &'a HeaderList,
     /// A stale entry that `stale-if-error` lets stand in for a failure.
     pub stale_if_error: bool,
     /// An analytics dataset is bound (it takes the log line's fields).
     pub analytics: bool,
+}
+
+impl Answer<'_> {
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers.get(name).map(std::borrow::Cow::into_owned)
+    }
 }
 
 impl std::fmt::Debug for Answer<'_> {
@@ -280,7 +287,7 @@ impl Isolate {
     ) -> (Vec<String>, Option<(StoredMeta, u64)>) {
         let invalidate = match status {
             Some(s) if invalidates(&exchange.method, s) => {
-                let targets = invalidation::targets(url, answer.header);
+                let targets = invalidation::targets(url, &|n| answer.header(n));
                 self.invalidate(&targets, now_ms);
                 targets
             }
@@ -288,8 +295,9 @@ impl Isolate {
         };
         let store = match (exchange.cache.is_some() && !rescue, status) {
             (true, Some(s)) => {
-                let fresh = response_freshness(s, answer.header, exchange.started_ms, now_ms)
-                    .filter(|_| self.may_store(url, exchange.started_ms));
+                let fresh =
+                    response_freshness(s, &|n| answer.header(n), exchange.started_ms, now_ms)
+                        .filter(|_| self.may_store(url, exchange.started_ms));
                 self.learn_storable(&exchange.route.key, fresh.is_some());
                 fresh
             }

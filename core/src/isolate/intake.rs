@@ -7,6 +7,7 @@ use crate::cache::conditional::CONDITIONAL_REQUEST_HEADERS;
 use crate::cache::directives::Directives;
 use crate::cache::policy::{is_reserved_host, request_cacheable, url_host, CacheRequestFacts};
 use crate::config::{OperatorPage, StatsParams};
+use crate::header_list::HeaderList;
 use crate::race::{RacePlan, Route};
 use crate::request::coalesce::Role;
 use crate::request::eligibility::{
@@ -17,8 +18,7 @@ use crate::request::outbound::{
     REQUEST_ID_HEADER,
 };
 
-/// The request as the Worker received it. Headers are read through
-/// `header` only when a rule needs one: each read crosses into JavaScript.
+/// The request as the Worker received it, its head handed in as a value.
 pub struct RequestHead<'a> {
     /// The full request URL.
     pub url: &'a str,
@@ -26,8 +26,8 @@ pub struct RequestHead<'a> {
     pub method: &'a str,
     /// The runtime gave the request a body stream (possibly empty).
     pub has_body: bool,
-    /// A request header by (lowercase) name.
-    pub header: &'a dyn Fn(&str) -> Option<String>,
+    /// Its header fields, read from the runtime once.
+    pub headers: &'a HeaderList,
     /// A new random id (128 bits, hex), for a request or trace without one.
     pub new_id: &'a dyn Fn() -> String,
 }
@@ -168,7 +168,7 @@ pub(super) struct Target<'a> {
 /// Reads the request id and splits the URL; `Err` for a request refused
 /// before anything else (an unparsable URL, a reserved host).
 pub(super) fn target<'a>(head: &RequestHead<'a>) -> Result<Target<'a>, Intake> {
-    let header = head.header;
+    let header = |name: &str| head.headers.get(name);
     let request_id =
         valid_request_id(header(REQUEST_ID_HEADER).as_deref()).unwrap_or_else(|| (head.new_id)());
     let Some((path, query)) = path_and_query(head.url) else {
@@ -205,7 +205,7 @@ pub(super) struct BodyFacts {
 /// empty chunked body anyway: that is dropped. A real body is the client's
 /// error, answered 400, never sent on to blame an origin.
 pub(super) fn body_facts(head: &RequestHead<'_>) -> Result<BodyFacts, &'static str> {
-    let content_length = match (head.header)("content-length") {
+    let content_length = match head.headers.get("content-length") {
         Some(v) => match v.trim().parse::<u64>() {
             Ok(n) => Some(n),
             Err(_) => return Err("Content-Length is not a number"),
@@ -237,26 +237,26 @@ pub(super) fn request_facts<'a>(
     RequestFacts {
         method: head.method,
         has_idempotency_key: idempotency_header
-            .and_then(|name| (head.header)(name))
+            .and_then(|name| head.headers.get(name))
             .is_some_and(|v| !v.trim().is_empty()),
         content_length: body.content_length,
         has_body: body.has_body,
-        is_upgrade: (head.header)("upgrade").is_some(),
+        is_upgrade: head.headers.has("upgrade"),
         method_override: METHOD_OVERRIDE_HEADERS
             .iter()
-            .any(|name| (head.header)(name).is_some()),
+            .any(|name| head.headers.has(name)),
     }
 }
 
 /// The request's cache directives when the cache may answer it.
 pub(super) fn cache_directives(head: &RequestHead<'_>, has_body: bool) -> Option<Directives> {
-    let header = head.header;
+    let header = |name: &str| head.headers.get(name);
     if has_body {
         return None;
     }
     request_cacheable(&CacheRequestFacts {
         method: head.method,
-        has_credentials: header("authorization").is_some() || header("cookie").is_some(),
+        has_credentials: head.headers.has("authorization") || head.headers.has("cookie"),
         cache_control: header("cache-control").as_deref(),
         pragma: header("pragma").as_deref(),
     })
@@ -280,7 +280,7 @@ pub(super) fn body_plan(decision: Eligibility, read: BodyPlan, max_body_bytes: u
 
 /// The client's trace if it sent a valid one; else a new, unsampled trace.
 pub(super) fn trace(head: &RequestHead<'_>) -> TraceContext {
-    parse_traceparent((head.header)("traceparent").as_deref()).unwrap_or_else(|| TraceContext {
+    parse_traceparent(head.headers.get("traceparent").as_deref()).unwrap_or_else(|| TraceContext {
         trace_id: (head.new_id)(),
         flags: "00".to_string(),
     })
@@ -290,10 +290,15 @@ pub(super) fn trace(head: &RequestHead<'_>) -> TraceContext {
 /// only when one is configured): such a header never goes to an origin.
 pub(super) fn carries_operator_token(head: &RequestHead<'_>, stats: &StatsParams) -> bool {
     !stats.withheld.is_empty()
-        && (head.header)("authorization").is_some_and(|a| stats.carries_token(&a))
+        && head
+            .headers
+            .get("authorization")
+            .is_some_and(|a| stats.carries_token(&a))
 }
 
 /// A WebSocket upgrade request.
 pub(super) fn is_websocket(head: &RequestHead<'_>) -> bool {
-    (head.header)("upgrade").is_some_and(|u| u.trim().eq_ignore_ascii_case("websocket"))
+    head.headers
+        .get("upgrade")
+        .is_some_and(|u| u.trim().eq_ignore_ascii_case("websocket"))
 }

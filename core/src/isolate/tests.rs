@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::config::OperatorPage;
+use crate::header_list::HeaderList;
 use crate::race::{Leg, RaceEvent};
 
 fn isolate(extra: &[(&str, &str)]) -> Isolate {
@@ -19,23 +20,17 @@ fn isolate(extra: &[(&str, &str)]) -> Isolate {
     Isolate::new(crate::config::parse(&vars).expect("valid"), false, 0.0, 1)
 }
 
-fn head<'a>(
-    url: &'a str,
-    method: &'a str,
-    header: &'a dyn Fn(&str) -> Option<String>,
-) -> RequestHead<'a> {
+fn head<'a>(url: &'a str, method: &'a str, headers: &'a HeaderList) -> RequestHead<'a> {
     RequestHead {
         url,
         method,
         has_body: false,
-        header,
+        headers,
         new_id: &|| "00000000000000000000000000000001".to_string(),
     }
 }
 
-fn no_headers(_: &str) -> Option<String> {
-    None
-}
+static NO_HEADERS: HeaderList = HeaderList::EMPTY;
 
 fn proxy(intake: Intake) -> Exchange {
     match intake {
@@ -57,7 +52,7 @@ impl RaceIo for NoIo {
 #[test]
 fn an_uncacheable_get_is_planned_at_admission_and_completes_in_five_calls() {
     let mut iso = isolate(&[("HEDGE_CACHE", "false")]);
-    let mut exchange = proxy(iso.accept(&head("https://e/api/x", "GET", &no_headers), 0.0));
+    let mut exchange = proxy(iso.accept(&head("https://e/api/x", "GET", &NO_HEADERS), 0.0));
     assert!(exchange.plan.is_some(), "planned without another call");
     let plan = exchange.plan.take().expect("planned at intake");
     let (mut race, _) = iso.start(plan, 0.0);
@@ -68,7 +63,7 @@ fn an_uncacheable_get_is_planned_at_admission_and_completes_in_five_calls() {
     );
     let answer = Answer {
         status: Some(200),
-        header: &no_headers,
+        headers: &NO_HEADERS,
         stale_if_error: false,
         analytics: false,
     };
@@ -82,12 +77,9 @@ fn an_uncacheable_get_is_planned_at_admission_and_completes_in_five_calls() {
 #[test]
 fn refused_requests_reach_neither_cache_nor_origin() {
     let mut iso = isolate(&[]);
-    let cl = |name: &str| (name == "content-length").then(|| "12x".to_string());
+    let cl = HeaderList::from_pairs([("content-length", "12x")]);
     for (url, header) in [
-        (
-            "https://evil.invalid/x",
-            &no_headers as &dyn Fn(&str) -> Option<String>,
-        ),
+        ("https://evil.invalid/x", &NO_HEADERS),
         ("https://e/x", &cl),
     ] {
         assert!(matches!(
@@ -100,7 +92,7 @@ fn refused_requests_reach_neither_cache_nor_origin() {
 #[test]
 fn the_stats_path_and_websockets_are_routed_apart() {
     let mut iso = isolate(&[]);
-    let page = |iso: &mut Isolate, url: &str| match iso.accept(&head(url, "GET", &no_headers), 0.0)
+    let page = |iso: &mut Isolate, url: &str| match iso.accept(&head(url, "GET", &NO_HEADERS), 0.0)
     {
         Intake::Operator { page, .. } => Some(page),
         _ => None,
@@ -133,7 +125,7 @@ fn the_stats_path_and_websockets_are_routed_apart() {
         None,
         "no token: proxied"
     );
-    let upgrade = |name: &str| (name == "upgrade").then(|| "websocket".to_string());
+    let upgrade = HeaderList::from_pairs([("upgrade", "websocket")]);
     match iso.accept(&head("https://e/ws?x=1", "GET", &upgrade), 0.0) {
         Intake::WebSocket { url, .. } => assert!(url.ends_with("/ws?x=1"), "{url}"),
         other => panic!("{other:?}"),
@@ -143,7 +135,7 @@ fn the_stats_path_and_websockets_are_routed_apart() {
 #[test]
 fn a_get_with_a_body_is_drained_and_refused_by_its_length() {
     let mut iso = isolate(&[]);
-    let cl = |name: &str| (name == "content-length").then(|| "5".to_string());
+    let cl = HeaderList::from_pairs([("content-length", "5")]);
     let mut with_body = head("https://e/x", "GET", &cl);
     with_body.has_body = true;
     let exchange = proxy(iso.accept(&with_body, 0.0));
@@ -155,7 +147,7 @@ fn a_get_with_a_body_is_drained_and_refused_by_its_length() {
 fn identical_misses_coalesce_only_once_the_route_answered_storably() {
     let mut iso = isolate(&[]);
     let accept = |iso: &mut Isolate, url: &str, method: &str, now: f64| {
-        proxy(iso.accept(&head(url, method, &no_headers), now))
+        proxy(iso.accept(&head(url, method, &NO_HEADERS), now))
     };
     let alone = accept(&mut iso, "https://e/r/x", "GET", 0.0);
     assert_eq!(alone.role, Role::Alone, "an unknown route is not coalesced");
@@ -186,7 +178,7 @@ fn identical_misses_coalesce_only_once_the_route_answered_storably() {
 fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
     let mut iso = isolate(&[("HEDGE_LOG_LEVEL", "info")]);
     let url = "https://e/page/1";
-    let client = proxy(iso.accept(&head(url, "GET", &no_headers), 0.0));
+    let client = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 0.0));
     let ids = std::cell::Cell::new(100u32);
     let new_id = || {
         ids.set(ids.get() + 1);
@@ -215,10 +207,10 @@ fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
     let (mut race, _) = iso.start(plan, 10.0);
     let failed = RaceEvent::Answered(Leg::Primary, Ok(503));
     iso.handle(&mut race, failed, 30.0, &mut NoIo);
-    let header = |name: &str| (name == "cache-control").then(|| "max-age=60".to_string());
+    let header = HeaderList::from_pairs([("cache-control", "max-age=60")]);
     let answer = Answer {
         status: Some(503),
-        header: &header,
+        headers: &header,
         stale_if_error: false,
         analytics: false,
     };

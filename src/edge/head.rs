@@ -1,0 +1,13 @@
+//! A message's headers read from the runtime in one go, for the core and the
+//! glue to look up at no further crossing into JavaScript.
+
+use worker::{js_sys, web_sys};
+
+use hedgehog_core::edge::HeaderList;
+
+/// Every field of `headers` (`Array.from(headers).flat().join("\n")`: a
+/// handful of calls into JavaScript where a `get` per name was one each).
+pub(crate) fn read(headers: &web_sys::Headers) -> HeaderList {
+    let joined = js_sys::Array::from(headers).flat(1).join("\n");
+    HeaderList::from_joined(joined.into())
+}
