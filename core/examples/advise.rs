@@ -301,7 +301,7 @@ fn advise_route(
     let mut tapes = Vec::new();
     for policy in ["tail-aware", "fixed-quantile"] {
         for &budget in budgets {
-            let mut vars = BTreeMap::new();
+            let mut vars = hedgehog_core::vec_map::VecMap::new();
             if budget == 0.0 {
                 vars.insert("HEDGE_MODE".to_string(), "off".to_string());
             } else {

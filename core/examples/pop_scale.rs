@@ -6,7 +6,7 @@
 //!
 //!     cargo run --release -p hedgehog-core --example pop_scale -- [--seconds 20] [--isolates 1000] [--scenario NAME]
 
-use std::collections::BTreeMap;
+use hedgehog_core::vec_map::VecMap;
 use std::time::Instant;
 
 use hedgehog_core::pop::upkeep::SHED_ABOVE_PUSHES_PER_S;
@@ -20,7 +20,7 @@ fn config(name: &str, vars: &[(&str, &str)]) -> Configuration {
         vars: vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect::<BTreeMap<_, _>>(),
+            .collect::<VecMap<_, _>>(),
     }
 }
 

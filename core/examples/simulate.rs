@@ -15,7 +15,7 @@
 //! when one is worse beyond its tolerance (the test command runs it);
 //! `--bound-write FILE` writes the figures of this run there.
 
-use std::collections::BTreeMap;
+use hedgehog_core::vec_map::VecMap;
 use std::time::Instant;
 
 use hedgehog_core::pop::upkeep::SHED_ABOVE_PUSHES_PER_S;
@@ -30,7 +30,7 @@ fn configurations() -> Vec<Configuration> {
         vars: vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect::<BTreeMap<_, _>>(),
+            .collect::<VecMap<_, _>>(),
     };
     // The baselines run the previous policy (first-in-order primary), so
     // each is what it was before the tail-aware policy; the default is last.

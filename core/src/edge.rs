@@ -15,6 +15,9 @@ pub use crate::isolate::{
 /// A request's or response's header fields, read from the runtime once.
 pub use crate::header_list::HeaderList;
 
+/// The ordered map the core's tables (and the configuration's variables) use.
+pub use crate::vec_map::VecMap;
+
 /// The configuration the isolate and the aggregator run on.
 pub use crate::config::{
     defaults as default_config, parse as parse_config, parse_lenient as parse_config_lenient,

@@ -14,7 +14,8 @@
 //!   headers, coalescing, held bodies, the body idle timeout.
 //! - [`pop`]: PoP-wide aggregation: the push format, the aggregator, the client.
 //! - [`observe`]: the metrics (every count, once) and the request log line.
-//! - [`capped_map`]: the bound on every per-key table.
+//! - [`capped_map`]: the bound on every per-key table; [`vec_map`]: the ordered map
+//!   every small table is kept in.
 //! - [`header_list`]: a request's or response's header fields, handed in as one value.
 //! - [`race`]: the Hedger and one race's plan, state machine and event handlers.
 //! - [`isolate`]: the facade a request's pipeline calls: intake, cache use,
@@ -40,3 +41,4 @@ pub mod race;
 pub mod request;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod sim;
+pub mod vec_map;

@@ -4,8 +4,8 @@
 //!
 //!     cargo test --test isolate_memory -- --nocapture    (prints the bytes)
 
+use hedgehog_core::vec_map::VecMap;
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use hedgehog_core::header_list::HeaderList;
@@ -72,7 +72,7 @@ fn request(iso: &mut Isolate, method: &str, url: &str, status: u16, now_ms: f64)
 
 #[test]
 fn the_isolates_heap_is_flat_under_every_kind_of_request() {
-    let mut vars = BTreeMap::new();
+    let mut vars = VecMap::new();
     vars.insert(
         "HEDGE_ORIGINS".to_string(),
         r#"[{"name":"a","url":"http://a"},{"name":"b","url":"http://b"}]"#.to_string(),

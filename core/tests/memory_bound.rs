@@ -4,7 +4,7 @@
 //!
 //!     cargo test --test memory_bound -- --nocapture    (prints the bounds)
 
-use std::collections::BTreeMap;
+use hedgehog_core::vec_map::VecMap;
 
 use hedgehog_core::cache::policy::CacheRoutes;
 use hedgehog_core::config;
@@ -18,7 +18,7 @@ const PATHS: usize = 100_000;
 
 #[test]
 fn state_stays_bounded_under_100k_distinct_paths() {
-    let mut vars = BTreeMap::new();
+    let mut vars = VecMap::new();
     vars.insert(
         "HEDGE_ORIGINS".to_string(),
         r#"[{"name":"a","url":"http://127.0.0.1:1"}]"#.to_string(),

@@ -1,7 +1,7 @@
 //! Property tests (proptest) for the sketch, the hedge budget, configuration
 //! parsing and the PoP push format.
 
-use std::collections::BTreeMap;
+use hedgehog_core::vec_map::VecMap;
 
 use hedgehog_core::admission::budget::{BudgetParams, HedgeBudget};
 use hedgehog_core::config;
@@ -100,7 +100,7 @@ proptest! {
             0..8,
         ),
     ) {
-        let vars: BTreeMap<String, String> = entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        let vars: VecMap<String, String> = entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         match config::parse(&vars) {
             Ok(params) => prop_assert!(!params.origins.is_empty()),
             Err(errors) => {

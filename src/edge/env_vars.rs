@@ -1,7 +1,7 @@
 //! What the Worker reads of its environment: the `HEDGE_*` vars as text
 //! (for the core's parser) and whether the PoP aggregator is bound.
 
-use std::collections::BTreeMap;
+use hedgehog_core::edge::VecMap;
 
 use worker::js_sys::{self, JsString, Object, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
@@ -19,13 +19,13 @@ pub(crate) fn pop_bound(env: &Env) -> bool {
 
 /// Every `HEDGE_*` var as text. Structured vars (a TOML table or array in
 /// `[vars]`) arrive as objects and are turned back into JSON.
-pub(crate) fn read_vars(env: &Env) -> BTreeMap<String, String> {
+pub(crate) fn read_vars(env: &Env) -> VecMap<String, String> {
     vars_of(env.as_ref())
 }
 
 /// [`read_vars`] of any object of bindings (the check passes one in).
-pub(crate) fn vars_of(env_value: &JsValue) -> BTreeMap<String, String> {
-    let mut vars = BTreeMap::new();
+pub(crate) fn vars_of(env_value: &JsValue) -> VecMap<String, String> {
+    let mut vars = VecMap::new();
     let Some(object) = env_value.dyn_ref::<Object>() else {
         return vars;
     };

@@ -569,10 +569,10 @@ struct PopRate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
+    use crate::vec_map::VecMap;
 
     fn params(extra: &[(&str, &str)]) -> GateParams {
-        let mut vars: BTreeMap<String, String> = BTreeMap::new();
+        let mut vars: VecMap<String, String> = VecMap::new();
         vars.insert(
             "HEDGE_ORIGINS".into(),
             r#"[{"name":"a","url":"http://a","zone":"z1"},{"name":"b","url":"http://b","zone":"z1"},{"name":"c","url":"http://c","zone":"z2"}]"#.into(),

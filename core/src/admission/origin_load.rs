@@ -31,7 +31,7 @@
 //! request timeout, so a request whose events never arrive (the runtime
 //! dropped it) cannot leave an origin looking busy forever.
 
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 /// Settings for [`OriginLoad`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -86,7 +86,7 @@ const FAST_STEP: f64 = 0.04;
 #[derive(Debug, Clone, Default)]
 struct OriginState {
     /// Leg id -> start time. Ids grow with time, so the first is the oldest.
-    in_flight: BTreeMap<u64, f64>,
+    in_flight: VecMap<u64, f64>,
     last_answer_ms: Option<f64>,
     latency_ms: Option<f64>,
     failure_share: f64,
@@ -314,7 +314,7 @@ impl OriginLoad {
     fn expire(&mut self, origin: usize, now_ms: f64) {
         let expiry = self.params.leg_expiry_ms;
         if let Some(o) = self.origins.get_mut(origin) {
-            while let Some((&id, &start)) = o.in_flight.iter().next() {
+            while let Some((&id, &start)) = o.in_flight.first_key_value() {
                 if now_ms - start < expiry {
                     break;
                 }

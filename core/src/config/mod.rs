@@ -17,7 +17,7 @@ mod parts;
 mod reader;
 mod routes;
 
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 use std::fmt;
 
 use crate::admission::budget::BudgetParams;
@@ -258,7 +258,7 @@ impl fmt::Display for ConfigError {
 /// Every key at its declared default, with one origin named "a" (for tests,
 /// examples and parts used alone: the one place defaults come from is `KEYS`).
 pub fn defaults() -> Params {
-    let vars = BTreeMap::from([(
+    let vars = VecMap::from([(
         "HEDGE_ORIGINS".to_string(),
         r#"[{"name":"a","url":"https://a.example"}]"#.to_string(),
     )]);
@@ -282,7 +282,7 @@ const FAIL_CLOSED_KEYS: &[&str] = &["HEDGE_STATS_PATH", "HEDGE_STATS_TOKEN"];
 /// not turn every request into a 500. Keys that conflict with each other
 /// fall back together.
 pub fn parse_lenient(
-    vars: &BTreeMap<String, String>,
+    vars: &VecMap<String, String>,
 ) -> Result<(Params, Vec<ConfigError>), Vec<ConfigError>> {
     let fatal = |errors: &[ConfigError]| {
         errors
@@ -327,7 +327,7 @@ pub fn parse_lenient(
 }
 
 /// Parses the `HEDGE_*` vars; on failure, every problem found.
-pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>> {
+pub fn parse(vars: &VecMap<String, String>) -> Result<Params, Vec<ConfigError>> {
     let (vars, mut errors) = reader::spread_tuning(vars);
     let (params, more) = parse_all(&vars);
     errors.extend(more);
@@ -339,7 +339,7 @@ pub fn parse(vars: &BTreeMap<String, String>) -> Result<Params, Vec<ConfigError>
 
 /// The configuration as read, every bad key at its fallback, and the
 /// problems found.
-fn parse_all(vars: &BTreeMap<String, String>) -> (Params, Vec<ConfigError>) {
+fn parse_all(vars: &VecMap<String, String>) -> (Params, Vec<ConfigError>) {
     let mut r = Reader::new(vars);
     r.unknown_keys();
     let origins = r.origins();
@@ -429,7 +429,7 @@ mod tests {
 
     #[test]
     fn a_bad_key_other_than_the_origins_falls_back_to_its_default() {
-        let mut vars = BTreeMap::from([(
+        let mut vars = VecMap::from([(
             "HEDGE_ORIGINS".to_string(),
             r#"[{"name":"a","url":"https://a.example"}]"#.to_string(),
         )]);
@@ -465,16 +465,16 @@ mod tests {
 
     #[test]
     fn unusable_origins_still_refuse_the_configuration() {
-        let vars = BTreeMap::from([
+        let vars = VecMap::from([
             ("HEDGE_ORIGINS".to_string(), "[]".to_string()),
             ("HEDGE_BUDGET_PERCENT".to_string(), "150".to_string()),
         ]);
         let errors = parse_lenient(&vars).expect_err("no origin to proxy to");
         assert!(errors.iter().any(|e| e.key == "HEDGE_ORIGINS"));
-        assert!(parse_lenient(&BTreeMap::new()).is_err());
+        assert!(parse_lenient(&VecMap::new()).is_err());
     }
 
-    fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    fn vars(pairs: &[(&str, &str)]) -> VecMap<String, String> {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

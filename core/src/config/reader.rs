@@ -1,7 +1,7 @@
 //! Reads keys one by one, collecting every problem so one pass reports all
 //! of them; a key absent (or invalid) takes its declared default.
 
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 use std::fmt;
 
 use super::keys::{replacement, Key, Range, KEYS, TUNING, TUNING_PREFIX};
@@ -9,7 +9,7 @@ use super::ConfigError;
 
 /// Collects errors while reading keys, so one pass reports all of them.
 pub(super) struct Reader<'a> {
-    vars: &'a BTreeMap<String, String>,
+    vars: &'a VecMap<String, String>,
     pub(super) errors: Vec<ConfigError>,
 }
 
@@ -17,7 +17,7 @@ pub(super) struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// A reader of `vars`, with no problem found yet.
-    pub(super) fn new(vars: &'a BTreeMap<String, String>) -> Self {
+    pub(super) fn new(vars: &'a VecMap<String, String>) -> Self {
         Self {
             vars,
             errors: Vec::new(),
@@ -32,7 +32,7 @@ impl<'a> Reader<'a> {
     }
 
     pub(super) fn raw(&self, key: &str) -> Option<&'a str> {
-        let vars: &'a BTreeMap<String, String> = self.vars;
+        let vars: &'a VecMap<String, String> = self.vars;
         vars.get(key).map(|v| v.trim())
     }
 
@@ -204,8 +204,8 @@ fn declaration(key: &str) -> Option<Key> {
 /// wrong, dropped on its own like any key; a value that is not a JSON
 /// object is an error of `HEDGE_TUNING` (every field then at its default).
 pub(super) fn spread_tuning(
-    vars: &BTreeMap<String, String>,
-) -> (BTreeMap<String, String>, Vec<ConfigError>) {
+    vars: &VecMap<String, String>,
+) -> (VecMap<String, String>, Vec<ConfigError>) {
     let mut out = vars.clone();
     let mut errors = Vec::new();
     let Some(raw) = out.remove("HEDGE_TUNING") else {

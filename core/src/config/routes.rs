@@ -230,12 +230,12 @@ fn policy_of(policy: Option<&str>) -> Result<Option<HedgePolicy>, String> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use crate::vec_map::VecMap;
 
     use super::*;
 
     fn parse(routes: &str) -> Result<crate::config::Params, Vec<crate::config::ConfigError>> {
-        let mut vars = BTreeMap::new();
+        let mut vars = VecMap::new();
         vars.insert(
             "HEDGE_ORIGINS".to_string(),
             r#"[{"name":"a","url":"http://a"},{"name":"b","url":"http://b"}]"#.to_string(),

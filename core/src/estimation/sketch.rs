@@ -13,7 +13,7 @@
 //! probability mass to slower completions. Dropping them instead would bias
 //! the estimate low, because the legs a hedge beats are exactly the slow ones.
 
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 /// The relative error of every quantile this sketch reports.
 pub const RELATIVE_ERROR: f64 = 0.01;
@@ -66,7 +66,7 @@ pub enum Sample {
 /// A mergeable, log-bucketed latency histogram with censored counts.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LatencySketch {
-    buckets: BTreeMap<i32, BucketCounts>,
+    buckets: VecMap<i32, BucketCounts>,
     count: u64,
 }
 

@@ -1,7 +1,8 @@
 //! What the stats endpoint shows of an isolate: its origins, its routes
 //! with the delay a request would get now, the budget and the PoP pushes.
 
-use std::collections::{BTreeMap, VecDeque};
+use crate::vec_map::VecMap;
+use std::collections::VecDeque;
 
 use serde::Serialize;
 
@@ -94,7 +95,7 @@ struct OriginJson<'a> {
     /// The origin-wide local quantile in use, ms.
     local_quantile_ms: Option<f64>,
     local_samples: u64,
-    hedge_payoff: BTreeMap<&'static str, PayoffJson>,
+    hedge_payoff: VecMap<&'static str, PayoffJson>,
 }
 
 /// One route label's counts (the metrics' own), and per origin with
@@ -114,7 +115,7 @@ struct RouteJson<'a> {
     wasted_origin_ms: f64,
     /// That work as a share of all origin work on these requests.
     wasted_origin_fraction: Option<f64>,
-    hedges_by_cause: BTreeMap<&'static str, CauseJson>,
+    hedges_by_cause: VecMap<&'static str, CauseJson>,
     origins: Vec<RouteOriginJson<'a>>,
 }
 
@@ -181,9 +182,9 @@ fn route_json<'a>(
 }
 
 /// Per cause that sent hedges for `origin`'s primaries, whether they pay.
-fn payoff(h: &Hedger, origin: usize) -> BTreeMap<&'static str, PayoffJson> {
+fn payoff(h: &Hedger, origin: usize) -> VecMap<&'static str, PayoffJson> {
     let Some(cells) = h.payoff.cells(origin) else {
-        return BTreeMap::new();
+        return VecMap::new();
     };
     CAUSES
         .iter()

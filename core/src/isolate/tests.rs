@@ -1,6 +1,6 @@
 //! The isolate's pipeline, call by call, on a clock the test sets.
 
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 use super::*;
 use crate::config::OperatorPage;
@@ -8,7 +8,7 @@ use crate::header_list::HeaderList;
 use crate::race::{Leg, RaceEvent};
 
 fn isolate(extra: &[(&str, &str)]) -> Isolate {
-    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    let mut vars: VecMap<String, String> = VecMap::new();
     vars.insert(
         "HEDGE_ORIGINS".into(),
         r#"[{"name":"a","url":"http://a"},{"name":"b","url":"http://b"}]"#.into(),

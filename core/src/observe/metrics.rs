@@ -10,7 +10,7 @@
 //! ([`MetricCounts::minus`]); the aggregator adds them up
 //! ([`MetricCounts::merge`]).
 
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -207,11 +207,11 @@ pub struct OriginMetrics {
 #[serde(from = "MetricsWire", into = "MetricsWire")]
 pub struct MetricCounts {
     /// Per route key (or route policy name).
-    pub routes: BTreeMap<String, RouteMetrics>,
+    pub routes: VecMap<String, RouteMetrics>,
     /// Per origin name.
-    pub origins: BTreeMap<String, OriginMetrics>,
+    pub origins: VecMap<String, OriginMetrics>,
     /// Requests whose race sent no hedge, by reason.
-    pub hedge_skips: BTreeMap<String, u64>,
+    pub hedge_skips: VecMap<String, u64>,
     /// Third attempts sent.
     pub third_attempts: u64,
 }
@@ -321,7 +321,7 @@ impl MetricCounts {
         if label == OTHER_ROUTE || !self.routes.contains_key(label) {
             return;
         }
-        // Rebuilt rather than removed from: rare, and a BTreeMap removal
+        // Rebuilt rather than removed from: rare, and a VecMap removal
         // costs the Worker ~5 KB of code.
         let mut folded = RouteMetrics::default();
         for (name, r) in std::mem::take(&mut self.routes) {

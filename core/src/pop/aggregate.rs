@@ -10,7 +10,8 @@
 
 mod metrics_view;
 
-use std::collections::{BTreeMap, VecDeque};
+use crate::vec_map::VecMap;
+use std::collections::VecDeque;
 
 use crate::capped_map::CappedMap;
 
@@ -64,14 +65,14 @@ impl WindowSlot for Pair {
 /// A [`Pair`] window's stored form: epoch -> (a, b).
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct StoredPair {
-    slots: BTreeMap<i64, (u64, u64)>,
+    slots: VecMap<i64, (u64, u64)>,
 }
 
 impl StoredPair {
     fn of(window: &SlidingWindow<Pair>) -> Self {
-        // Inserted one by one: collecting into a BTreeMap would link in a
+        // Inserted one by one: collecting into a VecMap would link in a
         // stable sort (~5 KB of compressed Worker).
-        let mut slots = BTreeMap::new();
+        let mut slots = VecMap::new();
         for (e, pair) in window.slots_as_of_last_update() {
             slots.insert(e, (pair.0, pair.1));
         }
@@ -96,7 +97,7 @@ struct Counters {
     /// eligible, hedges
     hedges: SlidingWindow<Pair>,
     /// origin -> (responses, 5xx)
-    origins: BTreeMap<String, SlidingWindow<Pair>>,
+    origins: VecMap<String, SlidingWindow<Pair>>,
     pushes: u64,
     push_bytes: u64,
     /// Every isolate's metrics, summed (the PoP-scope metrics).
@@ -107,7 +108,7 @@ struct Counters {
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct CountersRecord {
     hedges: StoredPair,
-    origins: BTreeMap<String, StoredPair>,
+    origins: VecMap<String, StoredPair>,
     #[serde(default)]
     metrics: MetricCounts,
     pushes: u64,
@@ -127,10 +128,10 @@ pub struct PopAggregate {
     last_push_ms: Option<f64>,
     /// Per route policy with its own budget: eligible and hedges over the
     /// window (at most [`MAX_ROUTE_SHARES`] routes; kept in memory only).
-    route_shares: BTreeMap<String, SlidingWindow<Pair>>,
+    route_shares: VecMap<String, SlidingWindow<Pair>>,
     /// The latest delay any isolate reported per (origin, route), and when
     /// (at most `max_keys`; older than a window, not shown).
-    route_delays: BTreeMap<(String, String), (RouteDelayReport, f64)>,
+    route_delays: VecMap<(String, String), (RouteDelayReport, f64)>,
     /// The PoP's last errors, newest last (at most [`MAX_PUSH_ERRORS`]).
     errors: VecDeque<ErrorReport>,
     /// Which routes have a label of their own in the PoP's metrics (in
@@ -139,7 +140,7 @@ pub struct PopAggregate {
     /// Per Worker version, every route's counts summed, with when it last
     /// pushed: a rollout's versions side by side. In memory only (an
     /// evicted aggregator starts them again); at most [`MAX_VERSIONS`].
-    versions: BTreeMap<String, (RouteMetrics, f64)>,
+    versions: VecMap<String, (RouteMetrics, f64)>,
 }
 
 /// Versions the aggregator keeps apart (two live in a gradual deployment;
@@ -159,7 +160,7 @@ impl PopAggregate {
             keys: CappedMap::new(params.max_keys, params.idle_ms),
             counters: Counters {
                 hedges: SlidingWindow::new(params.window, 0.0),
-                origins: BTreeMap::new(),
+                origins: VecMap::new(),
                 pushes: 0,
                 push_bytes: 0,
                 metrics: MetricCounts::default(),
@@ -171,11 +172,11 @@ impl PopAggregate {
             },
             probes: ProbeBook::default(),
             last_push_ms: None,
-            route_shares: BTreeMap::new(),
-            route_delays: BTreeMap::new(),
+            route_shares: VecMap::new(),
+            route_delays: VecMap::new(),
             errors: VecDeque::new(),
             route_labels: RouteLabels::new([]),
-            versions: BTreeMap::new(),
+            versions: VecMap::new(),
         }
     }
 
@@ -479,7 +480,7 @@ impl PopAggregate {
 
     /// The stored form of the counters.
     pub fn export_counters(&self) -> String {
-        let mut origins = BTreeMap::new();
+        let mut origins = VecMap::new();
         for (name, pair) in &self.counters.origins {
             origins.insert(name.clone(), StoredPair::of(pair));
         }
@@ -498,7 +499,7 @@ impl PopAggregate {
         let record: CountersRecord =
             serde_json::from_str(record).map_err(|e| PushError(format!("stored counters: {e}")))?;
         let window = self.params.window;
-        let mut origins = BTreeMap::new();
+        let mut origins = VecMap::new();
         for (name, pair) in record.origins {
             origins.insert(name, pair.into_window(window, now_ms));
         }

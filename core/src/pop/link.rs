@@ -15,7 +15,8 @@
 //! The PoP answers are used for `stale_ms` after they arrive; past that the
 //! isolate is on its local estimates alone.
 
-use std::collections::{BTreeMap, HashMap};
+use crate::vec_map::VecMap;
+use std::collections::HashMap;
 
 use crate::capped_map::CappedMap;
 
@@ -87,8 +88,8 @@ pub struct PopLink {
     /// Per route policy with its own budget: (eligible, hedges) since the
     /// last push, and its PoP-wide hedge fraction from the last reply
     /// (fraction, when heard).
-    route_counts: BTreeMap<String, (u64, u64)>,
-    route_fractions: BTreeMap<String, (f64, f64)>,
+    route_counts: VecMap<String, (u64, u64)>,
+    route_fractions: VecMap<String, (f64, f64)>,
 }
 
 // === impl PopLink ===
@@ -111,8 +112,8 @@ impl PopLink {
             answers: CappedMap::new(2 * MAX_PUSH_KEYS, params.stale_ms),
             hedge_fraction: None,
             counts: PushCounts::default(),
-            route_counts: BTreeMap::new(),
-            route_fractions: BTreeMap::new(),
+            route_counts: VecMap::new(),
+            route_fractions: VecMap::new(),
         }
     }
 

@@ -9,7 +9,7 @@
 //! intervals is not handed out (the aggregator stopped probing: isolates go
 //! back to passive health alone).
 
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -75,7 +75,7 @@ pub struct ProbeRecord {
 /// Every origin's probe history.
 #[derive(Debug, Clone, Default)]
 pub struct ProbeBook {
-    records: BTreeMap<String, ProbeRecord>,
+    records: VecMap<String, ProbeRecord>,
     last_round_ms: Option<f64>,
 }
 

@@ -6,12 +6,12 @@ use crate::admission::hedge_gate::HedgeGate;
 use crate::race::{HedgeCause, Route};
 use crate::request::eligibility::Eligibility;
 use crate::request::eligibility::NotHedgeableReason;
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 /// Two origins in two zones, a static 100 ms hedge delay, and a budget
 /// that a few requests fund (a new Hedger has earned no hedges).
 fn hedger(extra: &[(&str, &str)]) -> Hedger {
-    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    let mut vars: VecMap<String, String> = VecMap::new();
     vars.insert(
         "HEDGE_ORIGINS".into(),
         r#"[{"name":"a","url":"http://a","zone":"z1"},{"name":"b","url":"http://b","zone":"z2"}]"#
@@ -623,7 +623,7 @@ fn a_route_uses_only_its_origins_its_delay_and_its_timeout() {
 /// Two origins, a static 100 ms delay, the PoP aggregator bound, and no
 /// tokens earned yet: `extra` vars on top.
 fn pop_hedger(extra: &[(&str, &str)]) -> Hedger {
-    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    let mut vars: VecMap<String, String> = VecMap::new();
     vars.insert(
         "HEDGE_ORIGINS".into(),
         r#"[{"name":"a","url":"http://a"},{"name":"b","url":"http://b"}]"#.into(),

@@ -12,6 +12,8 @@ use std::cmp::Ordering;
 use intents::{Intent, Intents};
 use std::collections::{BTreeMap, BinaryHeap};
 
+use crate::vec_map::VecMap;
+
 use super::isolate_cpu::IsolateCpu;
 use super::origin::Origin;
 use super::rng::Rng;
@@ -34,7 +36,7 @@ pub struct Configuration {
     /// Its row label.
     pub name: String,
     /// `HEDGE_*` vars on top of the defaults.
-    pub vars: BTreeMap<String, String>,
+    pub vars: VecMap<String, String>,
 }
 
 /// What to simulate.

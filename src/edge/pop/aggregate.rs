@@ -10,7 +10,6 @@
 //! pushes per second it takes); `GET /stats` reports what it holds.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use worker::{
@@ -22,7 +21,7 @@ use crate::edge::clock::now_ms;
 use crate::edge::env_vars::read_vars;
 use hedgehog_core::edge::{
     default_config, parse_config_lenient, ErrorReport, Format, OriginRate, PopAggregate, PopKey,
-    PopParams, ProbeParams, Push, PushLimiter, SnapshotSchedule, SHED_ABOVE_PUSHES_PER_S,
+    PopParams, ProbeParams, Push, PushLimiter, SnapshotSchedule, VecMap, SHED_ABOVE_PUSHES_PER_S,
     SHED_RETRY_AFTER_S,
 };
 // The `#[durable_object]` expansion names `wasm_bindgen` by its bare path.
@@ -54,7 +53,7 @@ pub struct PopAggregator {
     push_limiter: RefCell<PushLimiter>,
     snapshot: RefCell<SnapshotSchedule>,
     /// Keys changed since the last snapshot.
-    unsaved: RefCell<BTreeSet<PopKey>>,
+    unsaved: RefCell<VecMap<PopKey, ()>>,
     /// Alarms run since the object started (each is a billed request).
     alarms: RefCell<u64>,
     /// Rows the storage API says it read and wrote since the object
@@ -153,7 +152,7 @@ impl DurableObject for PopAggregator {
             alarm_set: RefCell::new(false),
             push_limiter: RefCell::new(PushLimiter::new(SHED_ABOVE_PUSHES_PER_S)),
             snapshot: RefCell::new(SnapshotSchedule::default()),
-            unsaved: RefCell::new(BTreeSet::new()),
+            unsaved: RefCell::new(VecMap::new()),
             alarms: RefCell::new(0),
             storage_rows: RefCell::new(StorageRows::default()),
         }
@@ -306,7 +305,9 @@ impl PopAggregator {
         let now = worker::Date::now().as_millis() as f64;
         let reply = self.with_aggregate(|sql, aggregate| {
             let (reply, touched) = aggregate.apply(&push, body.len(), now);
-            self.unsaved.borrow_mut().extend(touched);
+            self.unsaved
+                .borrow_mut()
+                .extend(touched.into_iter().map(|key| (key, ())));
             if self.snapshot.borrow_mut().changed(now) {
                 self.save(sql, aggregate, now);
             }
@@ -427,12 +428,12 @@ fn load(
 fn save(
     sql: &SqlStorage,
     aggregate: &mut PopAggregate,
-    keys: &BTreeSet<PopKey>,
+    keys: &VecMap<PopKey, ()>,
     now: f64,
     counted: &mut StorageRows,
 ) -> u64 {
     let mut rows = 0;
-    for key in keys {
+    for key in keys.keys() {
         let Some(record) = aggregate.export_key(key, now) else {
             continue;
         };

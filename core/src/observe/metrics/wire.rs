@@ -160,7 +160,7 @@ impl From<MetricsWire> for MetricCounts {
                 },
             );
         }
-        // Inserted one by one: collecting into a BTreeMap links in a stable sort.
+        // Inserted one by one: collecting into an ordered map could link in a sort.
         for (reason, n) in w.skips {
             m.hedge_skips.insert(reason, n);
         }

@@ -2,7 +2,7 @@
 //! route's latest delay, the probes' verdicts and the counts per Worker
 //! version.
 
-use std::collections::BTreeMap;
+use crate::vec_map::VecMap;
 
 use super::PopAggregate;
 use crate::observe::exposition::{write_counts, write_route_delays, Exposition, Format, Kind};
@@ -123,7 +123,7 @@ impl PopAggregate {
 
 /// The counts of each Worker version that pushed, for comparing a rollout's
 /// versions (the dashboard's version table reads them).
-fn write_versions(x: &mut Exposition, versions: &BTreeMap<String, (RouteMetrics, f64)>) {
+fn write_versions(x: &mut Exposition, versions: &VecMap<String, (RouteMetrics, f64)>) {
     if versions.is_empty() {
         return;
     }
