@@ -9,7 +9,7 @@
 /// the operator pages' views.
 pub use crate::isolate::{
     leg_lines, public_leg, Answer, BodyPlan, Completion, EntryUse, Exchange, Intake, Isolate,
-    RequestHead,
+    LegRequest, RaceOrder, RequestHead,
 };
 
 /// A request's or response's header fields, read from the runtime once.
@@ -25,12 +25,11 @@ pub use crate::config::{
 };
 
 /// One race, carried out by the glue's driver.
-pub use crate::race::{Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState, INVALID_STATUS};
+pub use crate::race::{Leg, RaceEnd, RaceEvent, RacePlan, RaceState, INVALID_STATUS};
 
 /// What a leg sends and what the client gets back: headers, ids, traces.
 pub use crate::request::outbound::{
-    connection_tokens, traceparent, TraceContext, HEDGE_ATTEMPT_HEADER, HOP_BY_HOP,
-    REQUEST_ID_HEADER,
+    connection_tokens, HEDGE_ATTEMPT_HEADER, HOP_BY_HOP, REQUEST_ID_HEADER,
 };
 
 /// A request body read, a response body watched, a coalesced flight waited on.

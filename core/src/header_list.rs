@@ -12,17 +12,34 @@ pub struct HeaderList {
     /// Name, value, name, value, ... joined by `\n`, which neither a name
     /// nor a value may hold (the runtime refuses such a header).
     joined: String,
+    /// Where each field's name starts and its value starts and ends in
+    /// `joined`: found in one pass, so a look-up compares names only.
+    spans: Vec<[usize; 3]>,
 }
 
 impl HeaderList {
     /// No fields.
     pub const EMPTY: Self = Self {
         joined: String::new(),
+        spans: Vec::new(),
     };
 
-    /// From the runtime's fields, name and value alternating, joined by `\n`.
+    /// From the runtime's fields, name and value alternating, joined by `\n`
+    /// (a name without its value at the end is left out).
     pub fn from_joined(joined: String) -> Self {
-        Self { joined }
+        let mut spans = Vec::new();
+        if !joined.is_empty() {
+            let mut ends = joined
+                .match_indices('\n')
+                .map(|(i, _)| i)
+                .chain([joined.len()]);
+            let mut start = 0;
+            while let (Some(name_end), Some(value_end)) = (ends.next(), ends.next()) {
+                spans.push([start, name_end + 1, value_end]);
+                start = value_end + 1;
+            }
+        }
+        Self { joined, spans }
     }
 
     /// From name-value pairs (tests and the simulator); a pair holding a
@@ -40,16 +57,14 @@ impl HeaderList {
             joined.push('\n');
             joined.push_str(value);
         }
-        Self { joined }
+        Self::from_joined(joined)
     }
 
     /// Each field, in the runtime's order.
     pub fn fields(&self) -> impl Iterator<Item = (&str, &str)> {
-        let mut parts = (!self.joined.is_empty())
-            .then(|| self.joined.split('\n'))
-            .into_iter()
-            .flatten();
-        std::iter::from_fn(move || Some((parts.next()?, parts.next()?)))
+        self.spans
+            .iter()
+            .map(|&[name, value, end]| (&self.joined[name..value - 1], &self.joined[value..end]))
     }
 
     /// The field `name` (lower case), its values joined by `, ` when it
@@ -101,5 +116,8 @@ mod tests {
         // A field the runtime could not hold is not made up.
         let odd = HeaderList::from_pairs([("a", "x\ny"), ("b", "1")]);
         assert_eq!(odd.fields().collect::<Vec<_>>(), [("b", "1")]);
+        // A name cut off from its value is no field.
+        let cut = HeaderList::from_joined("b\n1\nc".to_string());
+        assert_eq!(cut.fields().collect::<Vec<_>>(), [("b", "1")]);
     }
 }

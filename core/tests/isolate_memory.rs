@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 
 use hedgehog_core::header_list::HeaderList;
 use hedgehog_core::isolate::{Answer, Intake, Isolate, RequestHead};
-use hedgehog_core::race::{Leg, RaceEvent, RaceIo};
+use hedgehog_core::race::{Leg, RaceEvent};
 
 struct Counting;
 
@@ -30,15 +30,6 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-struct NoIo;
-
-impl RaceIo for NoIo {
-    fn abort(&mut self, _: Leg) {}
-    fn send_hedge(&mut self, _: usize) -> bool {
-        false
-    }
-}
-
 static NO_HEADERS: HeaderList = HeaderList::EMPTY;
 
 /// One request of `method` to `url`, answered `status` by its primary 2 ms later.
@@ -48,7 +39,6 @@ fn request(iso: &mut Isolate, method: &str, url: &str, status: u16, now_ms: f64)
         method,
         has_body: false,
         headers: &NO_HEADERS,
-        new_id: &|| "00000000000000000000000000000001".to_string(),
     };
     let Intake::Proxy(mut exchange) = iso.accept(&head, now_ms) else {
         panic!("{method} {url} not proxied");
@@ -57,9 +47,9 @@ fn request(iso: &mut Isolate, method: &str, url: &str, status: u16, now_ms: f64)
         Some(plan) => plan,
         None => iso.plan(&exchange),
     };
-    let (mut race, _) = iso.start(plan, now_ms);
+    let (mut race, _) = iso.start(plan, &exchange, now_ms);
     let answered = RaceEvent::Answered(Leg::Primary, Ok(status));
-    iso.handle(&mut race, answered, now_ms + 2.0, &mut NoIo);
+    iso.handle(&exchange, &mut race, answered, now_ms + 2.0);
     let answer = Answer {
         status: Some(status),
         headers: &NO_HEADERS,

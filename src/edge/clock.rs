@@ -1,15 +1,11 @@
-//! The Worker's clock and random ids: leaves every other module may use.
+//! The Worker's clock and random hex (a span, a cache generation): leaves
+//! every other module may use. Request and trace ids are the isolate's.
 
 use worker::js_sys;
 
 /// Milliseconds since the epoch (`Date.now()`; `std::time` panics on wasm).
 pub(crate) fn now_ms() -> f64 {
     js_sys::Date::now()
-}
-
-/// A random 128-bit id in hex (a request or trace id).
-pub(crate) fn new_id() -> String {
-    random_hex(4)
 }
 
 /// `words` random 32-bit words as lowercase hex (never all zero, which

@@ -13,10 +13,7 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::web_sys;
 
 use super::request_body::ClientBodyFault;
-use hedgehog_core::edge::{
-    connection_tokens, traceparent, Exchange, HeaderList, Leg, TraceContext, HEDGE_ATTEMPT_HEADER,
-    REQUEST_ID_HEADER,
-};
+use hedgehog_core::edge::{Exchange, Leg, LegRequest, HEDGE_ATTEMPT_HEADER, REQUEST_ID_HEADER};
 
 /// The request body as the legs can use it.
 #[derive(Debug)]
@@ -36,56 +33,45 @@ pub(crate) struct OutboundRequest {
     /// The client's headers less the dropped ones, with the request id set.
     pub(crate) headers: web_sys::Headers,
     pub(crate) body: OutboundBody,
-    /// The trace every leg is a span of.
-    pub(crate) trace: TraceContext,
     /// Set when the client's streamed body broke off: a leg that failed
     /// then failed for the client's sake, not the origin's.
     pub(crate) client_body: ClientBodyFault,
 }
 
-/// The headers both legs send: the client's, natively copied, less hop-by-hop
-/// and `x-hedge-*` ones (and an `Authorization` carrying an operator
-/// token), plus the request id.
+/// The headers both legs send: the client's, natively copied, less those
+/// the exchange drops (hop-by-hop and `x-hedge-*` ones, an `Authorization`
+/// carrying an operator token), plus the request id.
 pub(crate) fn outbound_headers(
     client: &web_sys::Headers,
-    head: &HeaderList,
     exchange: &Exchange,
 ) -> worker::Result<web_sys::Headers> {
     let request_id = &exchange.request_id;
     let headers = web_sys::Headers::new_with_headers(client)?;
-    let tokens = connection_tokens(head.get("connection").as_deref());
-    let mut dropped: Vec<&str> = head
-        .names()
-        .filter(|n| exchange.drops_header(n, &tokens))
-        .collect();
-    // A name that came twice is deleted once.
-    dropped.dedup();
-    for name in dropped {
+    for name in &exchange.dropped_headers {
         headers.delete(name)?;
     }
     headers.set(REQUEST_ID_HEADER, request_id)?;
     Ok(headers)
 }
 
-/// Starts the fetch of one leg; the returned future resolves with the
-/// origin's response headers (the body streams afterwards).
+/// Starts the fetch of one leg (`request`: its URL and its span); the
+/// returned future resolves with the origin's response headers (the body
+/// streams afterwards).
 pub(crate) fn send(
-    url: &str,
+    request: &LegRequest,
     outbound: &mut OutboundRequest,
     leg: Leg,
     signal: &web_sys::AbortSignal,
 ) -> worker::Result<impl Future<Output = worker::Result<web_sys::Response>>> {
     let init = web_sys::RequestInit::new();
     init.set_method(&outbound.method);
-    // Each leg is its own span: the hedge is a sibling of the primary.
-    let span = traceparent(&outbound.trace, &super::clock::random_hex(2));
     if leg == Leg::Hedge {
         let headers = web_sys::Headers::new_with_headers(&outbound.headers)?;
         headers.set(HEDGE_ATTEMPT_HEADER, "true")?;
-        headers.set("traceparent", &span)?;
+        headers.set("traceparent", &request.traceparent)?;
         init.set_headers(&headers);
     } else {
-        outbound.headers.set("traceparent", &span)?;
+        outbound.headers.set("traceparent", &request.traceparent)?;
         init.set_headers(&outbound.headers);
     }
     // Redirects go back to the client: following one could leave the configured origins.
@@ -103,7 +89,7 @@ pub(crate) fn send(
     // Built here, not inside fetch(): a request the runtime refuses to build
     // (a bad header, a body on GET) fails now, as the Worker's own error,
     // instead of as a rejected fetch that would be booked against the origin.
-    let request = web_sys::Request::new_with_str_and_init(url, &init)?;
+    let request = web_sys::Request::new_with_str_and_init(&request.url, &init)?;
     let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
     let promise = global.fetch_with_request(&request);
     Ok(async move {

@@ -66,7 +66,6 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         method: &method,
         has_body: req.body().is_some(),
         headers: &fields,
-        new_id: &clock::new_id,
     };
     let intake = isolate.borrow_mut().accept(&head, start_ms);
     match intake {

@@ -12,7 +12,7 @@ use super::clock::now_ms;
 use super::coalesce::{self, LeaderGuard};
 use super::isolate::Shared;
 use super::leg::{self, OutboundBody, OutboundRequest};
-use super::race::{self, Outcome, RaceReport, Target};
+use super::race::{self, Outcome, RaceReport};
 use super::reply::{self, Timing};
 use super::request_body::{self, BodyRead, ClientBodyFault, HeldClaim};
 use super::{analytics, pop, refresh, request_log};
@@ -73,15 +73,11 @@ pub(crate) async fn run(
         None => isolate.borrow_mut().plan(&exchange),
     };
     let (mut outbound, revalidating) = outbound(client, &exchange, body, fault, &miss)?;
-    let target = Target {
-        path: &exchange.path,
-        query: exchange.query.as_deref(),
-    };
     let signal = client.req.signal();
     let report = race::run(
         isolate,
         plan,
-        &target,
+        &exchange,
         &mut outbound,
         &signal,
         client.connections,
@@ -126,9 +122,8 @@ fn outbound(
 ) -> worker::Result<(OutboundRequest, bool)> {
     let outbound = OutboundRequest {
         method: exchange.method.clone(),
-        headers: leg::outbound_headers(client.headers, client.head, exchange)?,
+        headers: leg::outbound_headers(client.headers, exchange)?,
         body,
-        trace: exchange.trace.clone(),
         client_body: fault,
     };
     // A stale entry with a validator is revalidated: a 304 then refreshes it

@@ -1,9 +1,9 @@
 //! Runs one hedged race: primary fetch, hedge timer, hedge fetch, first answer wins.
 //!
-//! Every decision comes from the isolate's Hedger; this module only does the
-//! I/O: it sends legs, waits on whichever event comes first and hands it
-//! over (one call per event), sending the hedge or aborting every leg but
-//! the winner, through its own `AbortController`, when told to.
+//! Every decision comes from the isolate; this module only does the I/O: it
+//! sends legs, waits on whichever event comes first and hands it over (one
+//! call per event), then carries out the order it gets back: abort legs
+//! (each through its own `AbortController`), send the hedge, end.
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -18,18 +18,9 @@ use super::head;
 use super::isolate::Shared;
 use super::leg::{self, OutboundBody, OutboundRequest};
 use hedgehog_core::edge::{
-    Answer, Completion, Exchange, HeaderList, Leg, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState,
-    INVALID_STATUS,
+    Answer, Completion, Exchange, HeaderList, Leg, LegRequest, RaceEnd, RaceEvent, RacePlan,
+    RaceState, INVALID_STATUS,
 };
-
-/// Where a race's legs go: the client's path and query on each origin.
-#[derive(Debug)]
-pub(crate) struct Target<'a> {
-    /// Client path, appended to the origin base URL.
-    pub(crate) path: &'a str,
-    /// Client query string, without the `?`.
-    pub(crate) query: Option<&'a str>,
-}
 
 /// How the race ended, with the response that goes to the client.
 #[derive(Debug)]
@@ -118,10 +109,10 @@ impl LegIo {
         }
     }
 
-    /// Sends a leg to `url` in `slot` (given back when its headers, or its
-    /// failure, arrive); `Err` when the Worker could not build it.
+    /// Sends `request` as `leg` in `slot` (given back when its headers, or
+    /// its failure, arrive); `Err` when the Worker could not build it.
     fn send(
-        url: &str,
+        request: &LegRequest,
         outbound: &mut OutboundRequest,
         leg: Leg,
         slot: Slot,
@@ -132,7 +123,7 @@ impl LegIo {
         if matches!(outbound.body, OutboundBody::Stream(Some(_))) {
             outbound.client_body.attach(&controller);
         }
-        let fetch = leg::send(url, outbound, leg, &controller.signal())?;
+        let fetch = leg::send(request, outbound, leg, &controller.signal())?;
         let fetch = async move {
             let answer = fetch.await;
             drop(slot);
@@ -182,15 +173,15 @@ enum Event {
     Deadline,
 }
 
-/// Runs the race for `outbound` under `plan`. `client` is the incoming
-/// request's signal, aborted when the client disconnects.
+/// Runs `exchange`'s race for `outbound` under `plan`. `client` is the
+/// incoming request's signal, aborted when the client disconnects.
 ///
 /// An `Err` is the Worker's own failure (the primary request could not be
 /// built): no origin was asked, and none is blamed.
 pub(crate) async fn run(
     isolate: &Shared,
     plan: RacePlan,
-    target: &Target<'_>,
+    exchange: &Exchange,
     outbound: &mut OutboundRequest,
     client: &web_sys::AbortSignal,
     connections: &Rc<Connections>,
@@ -199,12 +190,10 @@ pub(crate) async fn run(
     // The primary waits its turn for a connection (before the race's clock
     // starts); a hedge that finds none free is not sent.
     let slot = connections.take().await;
-    // The race starts as the primary goes out; the configuration comes along
-    // (shared, not copied): a URL is built only for a leg that goes out.
-    let (mut state, params) = isolate.borrow_mut().start(plan, now_ms());
-    let url = |origin: usize| params.origin_url(origin, target.path, target.query);
+    // The race starts as the primary goes out.
+    let (mut state, primary) = isolate.borrow_mut().start(plan, exchange, now_ms());
     // One controller per leg, so aborting the loser leaves the winner alone.
-    let primary = match LegIo::send(&url(state.plan.primary), outbound, Leg::Primary, slot) {
+    let primary = match LegIo::send(&primary, outbound, Leg::Primary, slot) {
         Ok(primary) => primary,
         Err(e) => {
             isolate.borrow_mut().primary_not_sent(&mut state, now_ms());
@@ -250,19 +239,27 @@ pub(crate) async fn run(
             _ => false,
         };
         let event = race_event(event, &mut legs, client, body_broke);
-        let mut io = Io {
-            legs: &mut legs,
-            outbound,
-            url: &url,
-            connections,
-        };
-        let end = (isolate.borrow_mut()).handle(&mut state, event, now_ms(), &mut io);
-        if let Some(end) = end {
-            return Ok(finish(end, state, legs));
-        }
-        // A stall check that found none: the hedge timer runs on.
-        if let Some(ms) = state.take_rearm() {
-            timer = delay(ms).fuse();
+        let mut order = (isolate.borrow_mut()).handle(exchange, &mut state, event, now_ms());
+        // Carried out in the order the isolate gives: aborts first.
+        loop {
+            for leg in order.aborts() {
+                legs[leg.index()].abort();
+            }
+            if let Some(end) = order.end {
+                return Ok(finish(end, state, legs));
+            }
+            // A stall check that found none: the hedge timer runs on.
+            if let Some(ms) = order.rearm_ms {
+                timer = delay(ms).fuse();
+            }
+            let Some(hedge) = order.send_hedge.take() else {
+                break;
+            };
+            if send_hedge(&mut legs, &hedge, outbound, connections) {
+                isolate.borrow_mut().hedge_sent(&mut state, now_ms());
+                break;
+            }
+            order = (isolate.borrow_mut()).hedge_not_sent(exchange, &mut state, now_ms());
         }
     }
 }
@@ -306,41 +303,34 @@ fn race_event(
     }
 }
 
-/// The race's I/O for the Hedger's actions: the legs' fetches.
-struct Io<'a, U: Fn(usize) -> String> {
-    legs: &'a mut [LegIo; 2],
-    outbound: &'a mut OutboundRequest,
-    url: &'a U,
-    connections: &'a Rc<Connections>,
-}
-
-impl<U: Fn(usize) -> String> RaceIo for Io<'_, U> {
-    fn abort(&mut self, leg: Leg) {
-        self.legs[leg.index()].abort();
-    }
-
-    fn send_hedge(&mut self, origin: usize) -> bool {
-        // Six subrequests waiting already: a hedge that queued behind them
-        // would come too late to help.
-        let Some(slot) = self.connections.try_take() else {
-            return false;
-        };
-        match LegIo::send(&(self.url)(origin), self.outbound, Leg::Hedge, slot) {
-            Ok(hedge) => {
-                // A third attempt replaces a hedge that failed. Its origin's
-                // answer is kept while the client may still need it (no
-                // other answer to fall back on); otherwise it is released.
-                let mut failed = std::mem::replace(&mut self.legs[Leg::Hedge.index()], hedge);
-                let primary_answered = self.legs[Leg::Primary.index()].response.is_some();
-                if failed.response.is_some() && !primary_answered {
-                    self.legs[Leg::Hedge.index()].replaced = Some(Box::new(failed));
-                } else {
-                    failed.abort();
-                }
-                true
+/// Sends `hedge` into the hedge leg; `false` when it could not go out
+/// (no connection free, or the Worker could not build it).
+fn send_hedge(
+    legs: &mut [LegIo; 2],
+    hedge: &LegRequest,
+    outbound: &mut OutboundRequest,
+    connections: &Rc<Connections>,
+) -> bool {
+    // Six subrequests waiting already: a hedge that queued behind them
+    // would come too late to help.
+    let Some(slot) = connections.try_take() else {
+        return false;
+    };
+    match LegIo::send(hedge, outbound, Leg::Hedge, slot) {
+        Ok(sent) => {
+            // A third attempt replaces a hedge that failed. Its origin's
+            // answer is kept while the client may still need it (no other
+            // answer to fall back on); otherwise it is released.
+            let mut failed = std::mem::replace(&mut legs[Leg::Hedge.index()], sent);
+            let primary_answered = legs[Leg::Primary.index()].response.is_some();
+            if failed.response.is_some() && !primary_answered {
+                legs[Leg::Hedge.index()].replaced = Some(Box::new(failed));
+            } else {
+                failed.abort();
             }
-            Err(_) => false,
+            true
         }
+        Err(_) => false,
     }
 }
 

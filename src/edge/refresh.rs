@@ -10,11 +10,11 @@ use worker::{console_warn, web_sys, AnalyticsEngineDataset, Context, Env};
 
 use super::cache::{self, Entry, StoreTarget};
 use super::client::Client;
-use super::clock::{new_id, now_ms};
+use super::clock::now_ms;
 use super::connections::Connections;
 use super::isolate::{self, Shared};
 use super::leg::{self, OutboundBody, OutboundRequest};
-use super::race::{self, Outcome, RaceReport, Target};
+use super::race::{self, Outcome, RaceReport};
 use super::request_body::ClientBodyFault;
 use super::{analytics, request_log};
 use hedgehog_core::edge::{Exchange, HeaderList};
@@ -32,7 +32,7 @@ pub(crate) fn spawn(
     let url = client.url.to_string();
     let begun = shared
         .borrow_mut()
-        .begin_refresh(&url, exchange, &new_id, now_ms());
+        .begin_refresh(&url, exchange, client.head, now_ms());
     let Some(mut refresh) = begun else {
         return;
     };
@@ -61,19 +61,22 @@ pub(crate) fn spawn(
             method: refresh.method.clone(),
             headers,
             body: OutboundBody::Empty,
-            trace: refresh.trace.clone(),
             client_body: ClientBodyFault::default(),
-        };
-        let target = Target {
-            path: &refresh.path,
-            query: refresh.query.as_deref(),
         };
         // Nobody waits on this request: nothing aborts it but the timeout.
         let Ok(never) = web_sys::AbortController::new() else {
             return;
         };
         let signal = never.signal();
-        let report = race::run(&shared, plan, &target, &mut outbound, &signal, &connections).await;
+        let report = race::run(
+            &shared,
+            plan,
+            &refresh,
+            &mut outbound,
+            &signal,
+            &connections,
+        )
+        .await;
         let Ok(report) = report else {
             return;
         };
@@ -162,7 +165,7 @@ fn outbound_headers(
     exchange: &Exchange,
     entry: &Entry,
 ) -> worker::Result<web_sys::Headers> {
-    let headers = leg::outbound_headers(client.headers, client.head, exchange)?;
+    let headers = leg::outbound_headers(client.headers, exchange)?;
     entry.add_validators(&headers)?;
     Ok(headers)
 }

@@ -18,8 +18,7 @@ pub(crate) fn finish(
     dataset: Option<&AnalyticsEngineDataset>,
 ) {
     line.status = status;
-    let draw = worker::js_sys::Math::random();
-    let billed = (isolate.borrow_mut()).bill(status, dataset.is_some(), draw, now_ms());
+    let billed = (isolate.borrow_mut()).bill(status, dataset.is_some(), now_ms());
     if let (Some(dataset), Some(weight)) = (dataset, billed.weight) {
         super::analytics::write(dataset, &line, weight);
     }

@@ -2,8 +2,9 @@
 //! request, which routes store, what a write invalidates, the background
 //! refreshes it runs and the coalesced flights it leads.
 
-use super::{BodyPlan, EntryUse, Exchange, Isolate, MAX_REFRESHES};
+use super::{intake, BodyPlan, EntryUse, Exchange, Isolate, MAX_REFRESHES};
 use crate::cache::freshness::{StoredMeta, Verdict};
+use crate::header_list::HeaderList;
 use crate::observe::metrics::Served;
 use crate::request::coalesce::{FlightId, FlightState, Role};
 use crate::request::outbound::TraceContext;
@@ -68,8 +69,8 @@ impl Isolate {
     }
 
     /// Claims the background refresh of cache key `key`, served stale to
-    /// `client`'s request, and accepts it at `now_ms` as an exchange of its own
-    /// (a new id and a new unsampled trace, each from `new_id`), planned: a GET of the same
+    /// `client`'s request (its fields `client_head`), and accepts it at `now_ms` as an exchange of its own
+    /// (a new id and a new unsampled trace), planned: a GET of the same
     /// path on the same route, ended by [`Isolate::complete`] like any race.
     /// `None` when one is already running (a stale entry is refreshed once,
     /// however many requests it serves meanwhile) or too many are.
@@ -77,7 +78,7 @@ impl Isolate {
         &mut self,
         key: &str,
         client: &Exchange,
-        new_id: &dyn Fn() -> String,
+        client_head: &HeaderList,
         now_ms: f64,
     ) -> Option<Exchange> {
         if self.refreshes.len() >= MAX_REFRESHES || self.refreshes.contains(key) {
@@ -86,9 +87,9 @@ impl Isolate {
         self.refreshes.insert(key.to_string());
         let plan = (self.hedger).plan_for(client.eligibility, &client.route, now_ms);
         Some(Exchange {
-            request_id: new_id(),
+            request_id: self.ids.id(),
             trace: TraceContext {
-                trace_id: new_id(),
+                trace_id: self.ids.id(),
                 flags: "00".to_string(),
             },
             method: "GET".to_string(),
@@ -105,6 +106,7 @@ impl Isolate {
             plan: Some(plan),
             started_ms: now_ms,
             refresh: true,
+            dropped_headers: intake::dropped_headers(client_head, client.strip_authorization, true),
         })
     }
 

@@ -13,9 +13,10 @@ use crate::request::coalesce::Role;
 use crate::request::eligibility::{
     Eligibility, NotHedgeableReason, RequestFacts, METHOD_OVERRIDE_HEADERS,
 };
+use crate::request::ids::IdSource;
 use crate::request::outbound::{
-    is_dropped_request_header, parse_traceparent, path_and_query, valid_request_id, TraceContext,
-    REQUEST_ID_HEADER,
+    connection_tokens, is_dropped_request_header, parse_traceparent, path_and_query,
+    valid_request_id, TraceContext, REQUEST_ID_HEADER,
 };
 
 /// The request as the Worker received it, its head handed in as a value.
@@ -28,8 +29,6 @@ pub struct RequestHead<'a> {
     pub has_body: bool,
     /// Its header fields, read from the runtime once.
     pub headers: &'a HeaderList,
-    /// A new random id (128 bits, hex), for a request or trace without one.
-    pub new_id: &'a dyn Fn() -> String,
 }
 
 impl std::fmt::Debug for RequestHead<'_> {
@@ -133,22 +132,36 @@ pub struct Exchange {
     /// A background refresh of a stale entry (RFC 5861), not a client's
     /// request: nobody waits on its answer.
     pub refresh: bool,
+    /// The client's header fields no leg carries, by name (lower case).
+    pub dropped_headers: Vec<String>,
+}
+
+/// The names of the client's fields (`head`) that stay out of an exchange's
+/// legs: what no leg carries ([`is_dropped_request_header`]), an
+/// `Authorization` carrying an operator token (`strip_authorization`), and,
+/// on a `refresh`, the client's own conditionals: a refresh asks about the
+/// stored entry (its validators go instead), and a `304` to the client's
+/// question would refresh an entry it says nothing about.
+pub(super) fn dropped_headers(
+    head: &HeaderList,
+    strip_authorization: bool,
+    refresh: bool,
+) -> Vec<String> {
+    let tokens = connection_tokens(head.get("connection").as_deref());
+    let mut dropped: Vec<String> = (head.names())
+        .filter(|&name| {
+            is_dropped_request_header(name, &tokens)
+                || (strip_authorization && name == "authorization")
+                || (refresh && CONDITIONAL_REQUEST_HEADERS.contains(&name))
+        })
+        .map(str::to_string)
+        .collect();
+    // A field that came twice is dropped once.
+    dropped.dedup();
+    dropped
 }
 
 impl Exchange {
-    /// Whether the client's request header `name` (lower case) stays out of
-    /// this request's legs: what no leg carries
-    /// ([`is_dropped_request_header`]), an `Authorization` carrying an
-    /// operator token, and, on a refresh, the client's own conditionals: a
-    /// refresh asks about the stored entry (its validators go instead), and
-    /// a `304` to the client's question would refresh an entry it says
-    /// nothing about.
-    pub fn drops_header(&self, name: &str, connection_tokens: &[String]) -> bool {
-        is_dropped_request_header(name, connection_tokens)
-            || (self.strip_authorization && name == "authorization")
-            || (self.refresh && CONDITIONAL_REQUEST_HEADERS.contains(&name))
-    }
-
     /// The body outgrew a cap: it goes once, streamed, and is not hedged.
     pub fn not_hedgeable(&mut self, reason: NotHedgeableReason) {
         self.eligibility = Eligibility::NotHedgeable(reason);
@@ -167,10 +180,10 @@ pub(super) struct Target<'a> {
 
 /// Reads the request id and splits the URL; `Err` for a request refused
 /// before anything else (an unparsable URL, a reserved host).
-pub(super) fn target<'a>(head: &RequestHead<'a>) -> Result<Target<'a>, Intake> {
+pub(super) fn target<'a>(head: &RequestHead<'a>, ids: &mut IdSource) -> Result<Target<'a>, Intake> {
     let header = |name: &str| head.headers.get(name);
     let request_id =
-        valid_request_id(header(REQUEST_ID_HEADER).as_deref()).unwrap_or_else(|| (head.new_id)());
+        valid_request_id(header(REQUEST_ID_HEADER).as_deref()).unwrap_or_else(|| ids.id());
     let Some((path, query)) = path_and_query(head.url) else {
         return Err(Intake::Refused {
             message: "the request URL could not be parsed",
@@ -279,9 +292,9 @@ pub(super) fn body_plan(decision: Eligibility, read: BodyPlan, max_body_bytes: u
 }
 
 /// The client's trace if it sent a valid one; else a new, unsampled trace.
-pub(super) fn trace(head: &RequestHead<'_>) -> TraceContext {
+pub(super) fn trace(head: &RequestHead<'_>, ids: &mut IdSource) -> TraceContext {
     parse_traceparent(head.headers.get("traceparent").as_deref()).unwrap_or_else(|| TraceContext {
-        trace_id: (head.new_id)(),
+        trace_id: ids.id(),
         flags: "00".to_string(),
     })
 }

@@ -36,10 +36,12 @@ use crate::observe::exposition::Format;
 use crate::observe::latency_export::LatencyExport;
 use crate::observe::metrics::{MetricCounts, Served};
 use crate::observe::route_labels::RouteLabels;
-use crate::race::{Hedger, RaceEnd, RaceEvent, RaceIo, RacePlan, RaceState, Route};
+use crate::race::{Action, Hedger, Leg, RaceEnd, RaceEvent, RacePlan, RaceState, Route};
 use crate::request::coalesce::{Coalescer, Role};
 use crate::request::eligibility::eligibility;
 use crate::request::held_bodies::HeldBodies;
+use crate::request::ids::IdSource;
+use crate::request::outbound::traceparent;
 use crate::request::route_key::route_key;
 
 /// Most background refreshes one isolate runs at once.
@@ -116,6 +118,8 @@ pub struct Isolate {
     /// report goes again only when it moved (a third of a push's bytes were
     /// unchanged reports); bounded by the route stats' keys.
     delays_pushed: HashMap<(String, String), (f64, String, f64)>,
+    /// Request, trace and span ids, and the log's sampling draws.
+    ids: IdSource,
 }
 
 /// A delay report is pushed again when it moved by this share...
@@ -140,6 +144,46 @@ pub struct RecentError {
     pub what: &'static str,
     /// The origin whose answer or silence it was, if one.
     pub origin: Option<String>,
+}
+
+/// One leg's request as the Worker sends it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegRequest {
+    /// The origin it goes to (by index).
+    pub origin: usize,
+    /// Its URL: the origin's base with the client's path and query.
+    pub url: String,
+    /// Its `traceparent`: the exchange's trace, the leg's own span.
+    pub traceparent: String,
+}
+
+/// What the Worker's race driver does after an event, in this order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RaceOrder {
+    /// Abort the primary (retry mode: its time ran out).
+    pub abort_primary: bool,
+    /// Send this hedge, then report [`Isolate::hedge_sent`] or
+    /// [`Isolate::hedge_not_sent`].
+    pub send_hedge: Option<LegRequest>,
+    /// The race is over: abort every leg but [`RaceEnd::kept_leg`] first
+    /// (every millisecond a loser runs is wasted origin work), then answer.
+    pub end: Option<RaceEnd>,
+    /// Set the hedge timer to fire this many ms from now (a stall check
+    /// that found none).
+    pub rearm_ms: Option<f64>,
+}
+
+impl RaceOrder {
+    /// The legs to abort now: the primary before a retry's hedge, or every
+    /// leg but the kept one once the race is over.
+    pub fn aborts(&self) -> impl Iterator<Item = Leg> + '_ {
+        [Leg::Primary, Leg::Hedge]
+            .into_iter()
+            .filter(|&leg| match self.end {
+                Some(end) => Some(leg) != end.kept_leg(),
+                None => self.abort_primary && leg == Leg::Primary,
+            })
+    }
 }
 
 // === impl Isolate ===
@@ -170,6 +214,8 @@ impl Isolate {
             errors_pushed_ms: f64::NEG_INFINITY,
             errors_in_flight_ms: None,
             delays_pushed: HashMap::new(),
+            // Its own stream: drawing ids moves no decision's draws.
+            ids: IdSource::new(seed ^ 0x1D5_1D5_1D5_1D5),
             hedger,
             params,
         }
@@ -177,7 +223,8 @@ impl Isolate {
 
     /// What a request answered `status` writes (its log line, its data
     /// point with a dataset bound), within the isolate's cap on error events.
-    pub fn bill(&mut self, status: u16, dataset: bool, draw: f64, now_ms: f64) -> Billed {
+    pub fn bill(&mut self, status: u16, dataset: bool, now_ms: f64) -> Billed {
+        let draw = self.ids.uniform();
         let p = &self.params;
         (self.error_events).bill(
             status,
@@ -197,7 +244,7 @@ impl Isolate {
     /// Where a request arriving at `now_ms` goes and, for the proxy, what
     /// it may do before its race.
     pub fn accept(&mut self, head: &RequestHead<'_>, now_ms: f64) -> Intake {
-        let target = match intake::target(head) {
+        let target = match intake::target(head, &mut self.ids) {
             Ok(target) => target,
             Err(refused) => return refused,
         };
@@ -247,9 +294,10 @@ impl Isolate {
         };
         let body_plan = intake::body_plan(decision, body.body, p.eligibility.max_body_bytes);
         let (role, look_up_cache) = self.arrive(head.url, &route.key, cache.is_some(), now_ms);
+        let strip_authorization = intake::carries_operator_token(head, &p.stats);
         let mut exchange = Exchange {
             request_id,
-            trace: intake::trace(head),
+            trace: intake::trace(head, &mut self.ids),
             method: head.method.to_string(),
             path: target.path.to_string(),
             query: target.query.map(str::to_string),
@@ -260,10 +308,11 @@ impl Isolate {
             look_up_cache,
             body: body_plan,
             declared_length: body.content_length,
-            strip_authorization: intake::carries_operator_token(head, &p.stats),
+            strip_authorization,
             plan: None,
             started_ms: now_ms,
             refresh: false,
+            dropped_headers: intake::dropped_headers(head.headers, strip_authorization, false),
         };
         // Nothing to look up or read first: planned now, one call less.
         if role == Role::Alone && !look_up_cache && body_plan == BodyPlan::Empty {
@@ -308,10 +357,67 @@ impl Isolate {
         (self.hedger).plan_for(exchange.eligibility, &exchange.route, exchange.started_ms)
     }
 
-    /// The primary is sent at `now_ms`: the race begins. The configuration
-    /// comes along (the driver builds each leg's URL from it).
-    pub fn start(&mut self, plan: RacePlan, now_ms: f64) -> (RaceState, Rc<Params>) {
-        (self.hedger.start(plan, now_ms), Rc::clone(&self.params))
+    /// `exchange`'s primary is sent at `now_ms`: the race begins, with the
+    /// primary's request.
+    pub fn start(
+        &mut self,
+        plan: RacePlan,
+        exchange: &Exchange,
+        now_ms: f64,
+    ) -> (RaceState, LegRequest) {
+        let primary = self.leg_request(exchange, plan.primary);
+        (self.hedger.start(plan, now_ms), primary)
+    }
+
+    /// The request a leg of `exchange` sends to `origin`: its URL, and its
+    /// own span of the exchange's trace (a hedge is a sibling of the primary).
+    fn leg_request(&mut self, exchange: &Exchange, origin: usize) -> LegRequest {
+        let path = &exchange.path;
+        LegRequest {
+            origin,
+            url: self
+                .params
+                .origin_url(origin, path, exchange.query.as_deref()),
+            traceparent: traceparent(&exchange.trace, &self.ids.span()),
+        }
+    }
+
+    /// The Hedger's `action` as the Worker's driver carries it out.
+    fn order(&mut self, exchange: &Exchange, state: &mut RaceState, action: Action) -> RaceOrder {
+        let mut order = RaceOrder {
+            rearm_ms: state.take_rearm(),
+            ..RaceOrder::default()
+        };
+        match action {
+            Action::Wait => {}
+            Action::SendHedge {
+                origin,
+                abort_primary,
+            } => {
+                order.abort_primary = abort_primary;
+                order.send_hedge = Some(self.leg_request(exchange, origin));
+            }
+            Action::Finish(end) => order.end = Some(end),
+        }
+        order
+    }
+
+    /// The hedge `order` asked for went out at `now_ms`.
+    pub fn hedge_sent(&mut self, state: &mut RaceState, now_ms: f64) {
+        self.hedger.hedge_sent(state, now_ms);
+    }
+
+    /// The hedge `order` asked for could not go out (no connection free, or
+    /// the Worker could not build it): its origin was never asked. What the
+    /// driver does instead.
+    pub fn hedge_not_sent(
+        &mut self,
+        exchange: &Exchange,
+        state: &mut RaceState,
+        now_ms: f64,
+    ) -> RaceOrder {
+        let action = self.hedger.hedge_not_sent(state, now_ms);
+        self.order(exchange, state, action)
     }
 
     /// The primary of a started race could not be built (the Worker's own
@@ -320,16 +426,16 @@ impl Isolate {
         self.hedger.primary_not_sent(state, now_ms);
     }
 
-    /// One event of a race, and what follows through `io`; `Some(end)` once
-    /// the race is over.
+    /// One event of `exchange`'s race at `now_ms`: what the driver does next.
     pub fn handle(
         &mut self,
+        exchange: &Exchange,
         state: &mut RaceState,
         event: RaceEvent,
         now_ms: f64,
-        io: &mut impl RaceIo,
-    ) -> Option<RaceEnd> {
-        self.hedger.handle(state, event, now_ms, io)
+    ) -> RaceOrder {
+        let action = self.hedger.handle(state, event, now_ms);
+        self.order(exchange, state, action)
     }
 
     /// Claims `bytes` more of the isolate's held-body cap; `false` when full.

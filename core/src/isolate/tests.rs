@@ -26,7 +26,6 @@ fn head<'a>(url: &'a str, method: &'a str, headers: &'a HeaderList) -> RequestHe
         method,
         has_body: false,
         headers,
-        new_id: &|| "00000000000000000000000000000001".to_string(),
     }
 }
 
@@ -39,26 +38,22 @@ fn proxy(intake: Intake) -> Exchange {
     }
 }
 
-/// No I/O in between: the race's I/O is not needed for a primary that wins.
-struct NoIo;
-
-impl RaceIo for NoIo {
-    fn abort(&mut self, _: Leg) {}
-    fn send_hedge(&mut self, _: usize) -> bool {
-        false
-    }
-}
-
 #[test]
 fn an_uncacheable_get_is_planned_at_admission_and_completes_in_five_calls() {
     let mut iso = isolate(&[("HEDGE_CACHE", "false")]);
     let mut exchange = proxy(iso.accept(&head("https://e/api/x", "GET", &NO_HEADERS), 0.0));
     assert!(exchange.plan.is_some(), "planned without another call");
     let plan = exchange.plan.take().expect("planned at intake");
-    let (mut race, _) = iso.start(plan, 0.0);
+    let (mut race, primary) = iso.start(plan, &exchange, 0.0);
+    assert_eq!(primary.url, "http://a/api/x");
+    assert!(
+        primary.traceparent.starts_with("00-"),
+        "{}",
+        primary.traceparent
+    );
     let answered = RaceEvent::Answered(Leg::Primary, Ok(200));
     assert_eq!(
-        iso.handle(&mut race, answered, 30.0, &mut NoIo),
+        iso.handle(&exchange, &mut race, answered, 30.0).end,
         Some(RaceEnd::Won(Leg::Primary))
     );
     let answer = Answer {
@@ -178,35 +173,39 @@ fn identical_misses_coalesce_only_once_the_route_answered_storably() {
 fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
     let mut iso = isolate(&[("HEDGE_LOG_LEVEL", "info")]);
     let url = "https://e/page/1";
-    let client = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 0.0));
-    let ids = std::cell::Cell::new(100u32);
-    let new_id = || {
-        ids.set(ids.get() + 1);
-        format!("{:032x}", ids.get())
-    };
+    let conditionals = ["if-none-match", "if-modified-since", "if-match", "if-range"];
+    let fields = HeaderList::from_pairs(
+        conditionals
+            .iter()
+            .map(|name| (*name, "x"))
+            .chain([("accept", "*/*"), ("connection", "close")]),
+    );
+    let client = proxy(iso.accept(&head(url, "GET", &fields), 0.0));
     let mut refresh = iso
-        .begin_refresh(url, &client, &new_id, 10.0)
+        .begin_refresh(url, &client, &fields, 10.0)
         .expect("the first refresh of a key is claimed");
     assert!(
-        iso.begin_refresh(url, &client, &new_id, 10.0).is_none(),
+        iso.begin_refresh(url, &client, &fields, 10.0).is_none(),
         "one refresh per key at a time"
     );
     assert!(refresh.refresh && refresh.method == "GET" && refresh.route == client.route);
     assert_ne!(refresh.request_id, client.request_id, "its own id");
     assert_eq!(refresh.trace.flags, "00");
     // It asks about the stored entry, not the client's own question.
-    for name in ["if-none-match", "if-modified-since", "if-match", "if-range"] {
-        assert!(refresh.drops_header(name, &[]), "{name}");
+    let drops = |e: &Exchange, name: &str| e.dropped_headers.iter().any(|n| n == name);
+    for name in conditionals {
+        assert!(drops(&refresh, name), "{name}");
         assert!(
-            !client.drops_header(name, &[]),
+            !drops(&client, name),
             "{name}: the client's own request keeps it"
         );
     }
-    assert!(!refresh.drops_header("accept", &[]) && refresh.drops_header("connection", &[]));
+    assert!(!drops(&refresh, "accept") && drops(&refresh, "connection"));
+    assert!(drops(&client, "connection"));
     let plan = refresh.plan.take().expect("planned when claimed");
-    let (mut race, _) = iso.start(plan, 10.0);
+    let (mut race, _) = iso.start(plan, &refresh, 10.0);
     let failed = RaceEvent::Answered(Leg::Primary, Ok(503));
-    iso.handle(&mut race, failed, 30.0, &mut NoIo);
+    iso.handle(&refresh, &mut race, failed, 30.0);
     let header = HeaderList::from_pairs([("cache-control", "max-age=60")]);
     let answer = Answer {
         status: Some(503),
@@ -240,7 +239,7 @@ fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
         "a background refresh failed; the stale copy stays"
     );
     assert!(
-        iso.begin_refresh(url, &client, &new_id, 60.0).is_some(),
+        iso.begin_refresh(url, &client, &fields, 60.0).is_some(),
         "claimable again once over"
     );
 }

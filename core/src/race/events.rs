@@ -5,7 +5,7 @@
 
 use super::machine::{classify_status, health_outcome, Leg, LegOutcome, Race, Step};
 use super::plan::{HedgeCause, RacePlan};
-use super::state::{Action, LegRecord, RaceEnd, RaceEvent, RaceIo, RaceState};
+use super::state::{Action, LegRecord, RaceEnd, RaceEvent, RaceState};
 use super::Hedger;
 use crate::admission::health::{route_tag, Outcome};
 use crate::admission::hedge_gate::{HedgeDenied, Urgency};
@@ -15,22 +15,15 @@ use crate::no_hedge::NoHedge;
 // === impl Hedger ===
 
 impl Hedger {
-    /// Hands `event` to the race and performs what follows through `io`
-    /// (the driver's one call per event): `Some(end)` once the race is over.
-    pub fn handle(
-        &mut self,
-        state: &mut RaceState,
-        event: RaceEvent,
-        now_ms: f64,
-        io: &mut impl RaceIo,
-    ) -> Option<RaceEnd> {
-        let action = match event {
+    /// Hands `event` to the race (the driver's one call per event): the
+    /// [`Action`] the driver takes next.
+    pub fn handle(&mut self, state: &mut RaceState, event: RaceEvent, now_ms: f64) -> Action {
+        match event {
             RaceEvent::Answered(leg, answer) => self.leg_finished(state, leg, answer, now_ms),
             RaceEvent::TimerFired => self.timer_fired(state, now_ms),
             RaceEvent::DeadlinePassed => self.deadline_passed(state, now_ms),
             RaceEvent::ClientGone => self.client_gone(state, now_ms),
-        };
-        self.perform(state, action, now_ms, io)
+        }
     }
 
     /// The primary is sent at `now_ms`: the race begins.
@@ -147,45 +140,6 @@ impl Hedger {
             state.hedge_cause = Some(HedgeCause::Failure);
         }
         self.step(state, step, now_ms)
-    }
-
-    /// Performs `action`, and any action that follows from it, through `io`:
-    /// `None` while the race waits for its next event, `Some(end)` once it
-    /// is over, with every leg but the kept one already aborted (first: every
-    /// millisecond a loser runs is wasted origin work).
-    pub fn perform(
-        &mut self,
-        state: &mut RaceState,
-        mut action: Action,
-        now_ms: f64,
-        io: &mut impl RaceIo,
-    ) -> Option<RaceEnd> {
-        loop {
-            match action {
-                Action::Wait => return None,
-                Action::SendHedge {
-                    origin,
-                    abort_primary,
-                } => {
-                    if abort_primary {
-                        io.abort(Leg::Primary);
-                    }
-                    if io.send_hedge(origin) {
-                        self.hedge_sent(state, now_ms);
-                        return None;
-                    }
-                    action = self.hedge_not_sent(state, now_ms);
-                }
-                Action::Finish(end) => {
-                    for leg in [Leg::Primary, Leg::Hedge] {
-                        if Some(leg) != end.kept_leg() {
-                            io.abort(leg);
-                        }
-                    }
-                    return Some(end);
-                }
-            }
-        }
     }
 
     /// The Worker could not build the primary it planned (its own failure):

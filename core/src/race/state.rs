@@ -102,18 +102,6 @@ impl RaceEnd {
     }
 }
 
-/// The I/O behind the Hedger's actions, which the Worker (real fetches) and
-/// the simulator (modelled origins) each provide; [`Hedger::perform`](super::Hedger::perform) is the
-/// one loop that drives it.
-pub trait RaceIo {
-    /// Cuts `leg` short (a no-op for a leg that never went out); a leg that
-    /// already answered is cut too, so its unread body is released.
-    fn abort(&mut self, leg: Leg);
-    /// Sends the hedge to `origin`; `false` when it could not even be built
-    /// (the origin was never asked).
-    fn send_hedge(&mut self, origin: usize) -> bool;
-}
-
 /// One request's race: its plan, the state machine and what each leg did
 /// (one record per leg, indexed by [`Leg::index`]).
 #[derive(Debug, Clone)]
@@ -193,7 +181,8 @@ pub enum Action {
         abort_primary: bool,
     },
     /// The race is over ([`RaceState::end`] says how): abort every leg but
-    /// the winner, and answer.
+    /// the kept one ([`RaceEnd::kept_leg`]) first (every millisecond a loser
+    /// runs is wasted origin work), and answer.
     Finish(RaceEnd),
 }
 

@@ -423,8 +423,7 @@ impl Sim<'_> {
         let isolate = r.isolate as usize;
         let hedger = &mut self.hedgers[isolate];
         let action = event(hedger, &mut race, now);
-        let mut intents = Intents::default();
-        let end = hedger.perform(&mut race, action, now, &mut intents);
+        let (intents, end) = Intents::of(hedger, &mut race, action, now);
         if let Some(cpu) = self.params.isolate_cpu {
             let mut ms = cpu.timer_ms;
             for intent in intents.list.iter().take(intents.len).flatten() {
