@@ -52,6 +52,7 @@ pub use crate::cache::{
 
 /// The log line, the metrics text's format, how a request was answered.
 pub use crate::observe::{
+    error_events::Billed,
     exposition::Format,
     metrics::Served,
     request_log::{LegLine, RequestLine},

@@ -53,7 +53,7 @@ fn request(iso: &mut Isolate, method: &str, url: &str, status: u16, now_ms: f64)
     let answer = Answer {
         status: Some(status),
         headers: &NO_HEADERS,
-        stale_if_error: false,
+        stale_if_error: None,
         analytics: false,
     };
     // A write's invalidation is recorded by the completion itself.

@@ -287,7 +287,11 @@ async fn finish(
     mut miss: Miss,
 ) -> worker::Result<web_sys::Response> {
     let dataset = analytics::dataset(env);
-    let stale_if_error = matches!(miss.stale, Some((_, true)));
+    // A stale entry that may stand in for a failure, by its status.
+    let stale_if_error = match &miss.stale {
+        Some((entry, true)) => Some(entry.stored.status()),
+        _ => None,
+    };
     let done = report.complete(
         isolate,
         exchange,
@@ -339,8 +343,8 @@ async fn finish(
         }
         _ => reply::race_response(isolate, report, &exchange.request_id, &done, timing),
     };
-    if let (Some(line), Ok(response)) = (done.log, &response) {
-        request_log::finish(isolate, line, response.status(), dataset.as_ref());
+    if let (Some((line, billed)), Ok(_)) = (done.log, &response) {
+        request_log::write(line, billed, dataset.as_ref());
     }
     if let Some(body) = done.push {
         pop::link::push(ctx, env, client.req, isolate, client.connections, body);

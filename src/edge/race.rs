@@ -66,14 +66,14 @@ impl RaceReport {
 
     /// The isolate's completion of `exchange`'s race for `url`, handed the
     /// kept response's status and header fields (read here, once);
-    /// `stale_if_error` when a stale entry may stand in for a failure,
+    /// `stale_if_error` the status of a stale entry that may stand in for a failure,
     /// `analytics` when a dataset is bound.
     pub(crate) fn complete(
         &mut self,
         isolate: &Shared,
         exchange: &Exchange,
         url: &str,
-        stale_if_error: bool,
+        stale_if_error: Option<u16>,
         analytics: bool,
     ) -> Completion {
         let kept = self.kept_response();
@@ -210,25 +210,12 @@ pub(crate) async fn run(
     // (20-40 us of workerd CPU a request, measured), so a hedgeable request
     // only listens once it has outlived its hedge delay (most never do); at
     // that moment a client already gone stops the hedge.
-    let mut client_gone: Fuse<LocalBoxFuture<'static, ()>> = match delay_ms {
+    let mut client_gone: Timer = match delay_ms {
         Some(_) => Fuse::terminated(),
         None => abort_signal::aborted(client).fuse(),
     };
     loop {
-        let event = {
-            let [primary, hedge] = &mut legs;
-            // Biased, in this order: an answer that is ready wins over a timer
-            // that is ready at the same moment (no needless hedge, no needless
-            // 504), and a client that is gone stops the timers from acting.
-            futures::select_biased! {
-                r = &mut primary.future => Event::Finished(Leg::Primary, r),
-                r = &mut hedge.future => Event::Finished(Leg::Hedge, r),
-                _ = client_gone => Event::ClientGone,
-                _ = timer => Event::HedgeTimer,
-                _ = deadline => Event::Deadline,
-                complete => Event::Deadline,
-            }
-        };
+        let event = next_event(&mut legs, &mut client_gone, &mut timer, &mut deadline).await;
         if matches!(event, Event::HedgeTimer) {
             client_gone = abort_signal::aborted(client).fuse();
         }
@@ -261,6 +248,30 @@ pub(crate) async fn run(
             }
             order = (isolate.borrow_mut()).hedge_not_sent(exchange, &mut state, now_ms());
         }
+    }
+}
+
+type Timer = Fuse<LocalBoxFuture<'static, ()>>;
+
+/// Whichever comes first: a leg's answer, the client gone, the hedge timer,
+/// the deadline.
+async fn next_event(
+    legs: &mut [LegIo; 2],
+    mut client_gone: &mut Timer,
+    mut timer: &mut Timer,
+    mut deadline: &mut Timer,
+) -> Event {
+    let [primary, hedge] = legs;
+    // Biased, in this order: an answer that is ready wins over a timer that
+    // is ready at the same moment (no needless hedge, no needless 504), and
+    // a client that is gone stops the timers from acting.
+    futures::select_biased! {
+        r = &mut primary.future => Event::Finished(Leg::Primary, r),
+        r = &mut hedge.future => Event::Finished(Leg::Hedge, r),
+        _ = client_gone => Event::ClientGone,
+        _ = timer => Event::HedgeTimer,
+        _ = deadline => Event::Deadline,
+        complete => Event::Deadline,
     }
 }
 

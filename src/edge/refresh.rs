@@ -117,23 +117,12 @@ impl End<'_> {
                 }
             }
         }
-        let done = report.complete(
-            self.shared,
-            refresh,
-            self.url,
-            false,
-            self.dataset.is_some(),
-        );
+        let done = report.complete(self.shared, refresh, self.url, None, self.dataset.is_some());
         let kept = report.kept_response();
         // The status the line records: the origin's, else what a client
         // would have been answered.
-        let status = match (&report.outcome, kept) {
-            (_, Some(response)) => response.status(),
-            (Outcome::TimedOut, None) => 504,
-            _ => 502,
-        };
-        if let Some(line) = done.log {
-            request_log::finish(self.shared, line, status, self.dataset);
+        if let Some((line, billed)) = done.log {
+            request_log::write(line, billed, self.dataset);
         }
         let (Some((meta, keep_secs)), Some(response)) = (done.store, kept) else {
             return;

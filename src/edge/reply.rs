@@ -99,18 +99,18 @@ pub(crate) fn race_response(
             )
         }
         Outcome::PrimaryFailed(None) => error(
-            502,
+            done.status,
             "origin_unreachable",
             "the origin could not be reached and no hedge was allowed".into(),
         ),
         Outcome::BothFailed(None) => error(
-            502,
+            done.status,
             "all_legs_failed",
             "both the primary and the hedge failed".into(),
         ),
         Outcome::ClientGone => client_gone(request_id),
         Outcome::TimedOut => error(
-            504,
+            done.status,
             "origin_timeout",
             format!(
                 "no origin answered within {} ms (HEDGE_TIMEOUT_MS)",

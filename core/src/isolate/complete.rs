@@ -8,6 +8,7 @@ use crate::cache::invalidation::{self, invalidates};
 use crate::cache::policy::response_freshness;
 use crate::config::Params;
 use crate::header_list::HeaderList;
+use crate::observe::error_events::Billed;
 use crate::observe::metrics::Served;
 use crate::observe::request_log::{LegLine, LogLevel, RequestLine};
 use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
@@ -18,8 +19,9 @@ pub struct Answer<'a> {
     pub status: Option<u16>,
     /// That response's header fields (none without a response).
     pub headers: &'a HeaderList,
-    /// A stale entry that `stale-if-error` lets stand in for a failure.
-    pub stale_if_error: bool,
+    /// The status of a stale entry that `stale-if-error` lets stand in for
+    /// a failure, when there is one.
+    pub stale_if_error: Option<u16>,
     /// An analytics dataset is bound (it takes the log line's fields).
     pub analytics: bool,
 }
@@ -42,6 +44,9 @@ impl std::fmt::Debug for Answer<'_> {
 /// What the Worker does with a finished race.
 #[derive(Debug)]
 pub struct Completion {
+    /// The status the client is answered (`answered_status`, or the stale
+    /// entry's on a rescue).
+    pub status: u16,
     /// Serve the stale entry instead of the failure (RFC 5861 `stale-if-error`).
     pub rescue: bool,
     /// Store the answer with this freshness, kept this many seconds.
@@ -54,14 +59,29 @@ pub struct Completion {
     pub x_hedge: &'static str,
     /// The `Server-Timing` value.
     pub server_timing: String,
-    /// The log line, less the final status, when it is logged or analysed.
-    pub log: Option<RequestLine>,
+    /// The log line (with the status the client is answered), when it is
+    /// logged or analysed, and what the isolate bills for it: whether the
+    /// line is written, its data point's weight.
+    pub log: Option<(RequestLine, Billed)>,
     /// A PoP push to send in the background, encoded.
     pub push: Option<Vec<u8>>,
     /// The race's timeout, for the 504's message.
     pub timeout_ms: f64,
     /// How long the answer's body may stay silent (`HEDGE_BODY_IDLE_TIMEOUT_MS`).
     pub body_idle_timeout_ms: Option<f64>,
+}
+
+/// The status the client is answered after a race that ended `end`, the
+/// kept leg's response `kept` (the origin's own answer reaches the client
+/// as it is; without one the Worker says 504 for a timeout, 499 to a
+/// client gone, 502 for an origin not reached).
+fn answered_status(end: Option<RaceEnd>, kept: Option<u16>) -> u16 {
+    match (end, kept) {
+        (_, Some(status)) => status,
+        (Some(RaceEnd::TimedOut), None) => 504,
+        (Some(RaceEnd::ClientGone), None) => 499,
+        _ => 502,
+    }
 }
 
 /// The leg whose HTTP answer goes to the client, if any.
@@ -224,7 +244,7 @@ impl Isolate {
             (true, Some(s)) => (s >= 500, matches!(s, 500 | 502 | 503 | 504)),
             _ => (true, true),
         };
-        let rescue = answer.stale_if_error && origin_failed;
+        let rescue = answer.stale_if_error.is_some() && origin_failed;
         // Computed once, for the metrics (whose counters the stats page reads).
         // A refresh's failure reached no client (it had the stale copy), but
         // it is the origin's, and shows among the recent errors.
@@ -243,9 +263,13 @@ impl Isolate {
         let status = answer.status.filter(|_| won);
         let (invalidate, store) = self.cache_effects(exchange, answer, status, rescue, url, now_ms);
         let x_hedge = x_hedge(state, rescue);
+        let answered = match answer.stale_if_error.filter(|_| rescue) {
+            Some(stale) => stale,
+            None => answered_status(state.end, answer.status),
+        };
         let log = (self.params.log_level != LogLevel::Off || answer.analytics).then(|| {
             let params = &self.params;
-            log_line(
+            let mut line = log_line(
                 params,
                 state,
                 exchange,
@@ -253,13 +277,21 @@ impl Isolate {
                 total_ms,
                 &self.version,
                 now_ms,
-            )
+            );
+            line.status = answered;
+            let billed = self.bill(line.status, answer.analytics, now_ms);
+            line.error_lines_left_out = billed.lines_left_out;
+            if line.status >= 500 {
+                line.level = "error";
+            }
+            (line, billed)
         });
         // A refresh runs where no push can go out (after its client's
         // response, in the background): the next request's completion takes it.
         let push =
             (!exchange.refresh && self.hedger.pop.push_due(now_ms)).then(|| self.take_push(now_ms));
         Completion {
+            status: answered,
             timeout_ms: state.plan.timeout_ms,
             body_idle_timeout_ms: self.params.body_idle_timeout_ms,
             rescue,

@@ -223,7 +223,7 @@ impl Isolate {
 
     /// What a request answered `status` writes (its log line, its data
     /// point with a dataset bound), within the isolate's cap on error events.
-    pub fn bill(&mut self, status: u16, dataset: bool, now_ms: f64) -> Billed {
+    fn bill(&mut self, status: u16, dataset: bool, now_ms: f64) -> Billed {
         let draw = self.ids.uniform();
         let p = &self.params;
         (self.error_events).bill(

@@ -59,11 +59,11 @@ fn an_uncacheable_get_is_planned_at_admission_and_completes_in_five_calls() {
     let answer = Answer {
         status: Some(200),
         headers: &NO_HEADERS,
-        stale_if_error: false,
+        stale_if_error: None,
         analytics: false,
     };
     let done = iso.complete(&exchange, &race, &answer, "https://e/api/x", 30.0);
-    assert_eq!(done.x_hedge, "none");
+    assert_eq!((done.x_hedge, done.status), ("none", 200));
     assert!(done.store.is_none() && !done.rescue && done.invalidate.is_empty());
     assert!(done.server_timing.starts_with("origin;dur=30.0;desc=\""));
     assert!(done.server_timing.ends_with("total;dur=30.0"));
@@ -210,16 +210,20 @@ fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
     let answer = Answer {
         status: Some(503),
         headers: &header,
-        stale_if_error: false,
+        stale_if_error: None,
         analytics: false,
     };
     let done = iso.complete(&refresh, &race, &answer, url, 40.0);
     iso.end_refresh(url);
     assert!(done.store.is_none(), "a 5xx is never stored");
     assert!(done.push.is_none(), "a refresh sends no push");
-    let line = done.log.expect("logged at info");
+    let (line, billed) = done.log.expect("logged at info");
     assert!(line.refresh);
     assert!(line.to_json().contains("\"refresh\":true"));
+    // The line has the status and the bill its completion gave it: no
+    // further call back into the isolate writes it.
+    assert_eq!((line.status, done.status, line.level), (503, 503, "error"));
+    assert!(billed.log && billed.weight.is_none(), "{billed:?}");
     let stats = iso.stats(0.0, 50.0);
     let route = &stats["routes"][0];
     assert_eq!(route["route"], client.route.key.as_str());
