@@ -28,9 +28,7 @@ pub use crate::config::{
 pub use crate::race::{Leg, RaceEnd, RaceEvent, RacePlan, RaceState, INVALID_STATUS};
 
 /// What a leg sends and what the client gets back: headers, ids, traces.
-pub use crate::request::outbound::{
-    connection_tokens, HEDGE_ATTEMPT_HEADER, HOP_BY_HOP, REQUEST_ID_HEADER,
-};
+pub use crate::request::outbound::{hop_by_hop_fields, HEDGE_ATTEMPT_HEADER, REQUEST_ID_HEADER};
 
 /// A request body read, a response body watched, a coalesced flight waited on.
 pub use crate::request::{

@@ -31,10 +31,10 @@ use super::clock::random_hex;
 use super::connections::Connections;
 use super::head;
 use super::isolate::Shared;
-use super::reply::{drop_hop_by_hop, is_hop_by_hop, null_body_status};
+use super::reply::{drop_hop_by_hop, null_body_status};
 use super::request_body::HeldClaim;
 use hedgehog_core::edge::{
-    body_whole, connection_tokens, fixed_length, updated_by_304, variant_key, vary_rule, EntryMeta,
+    body_whole, fixed_length, hop_by_hop_fields, updated_by_304, variant_key, vary_rule, EntryMeta,
     HeaderList, StoredMeta, VaryRule, GENERATION_HEADER, HIDDEN_FROM_RUNTIME,
     INTERNAL_HEADER_PREFIX, META_HEADER, NOT_MODIFIED_OMITS, VARY_MARKER_HEADER,
 };
@@ -251,9 +251,9 @@ pub(crate) fn updated_by(
     headers.delete("age")?;
     // The 304's end-to-end fields (as `end_to_end_headers` keeps them).
     let fresh = head::read(&not_modified.headers());
-    let tokens = connection_tokens(fresh.get("connection").as_deref());
+    let hop_by_hop = hop_by_hop_fields(&fresh);
     for name in fresh.names() {
-        let end_to_end = !is_hop_by_hop(name, &tokens) && !name.starts_with(INTERNAL_HEADER_PREFIX);
+        let end_to_end = !hop_by_hop.contains(&name) && !name.starts_with(INTERNAL_HEADER_PREFIX);
         if end_to_end && updated_by_304(name) {
             if let Some(value) = fresh.get(name) {
                 headers.set(name, &value)?;
@@ -425,10 +425,10 @@ fn stored_headers(
         freshness: *meta,
         hidden: Vec::new(),
     };
-    let tokens = connection_tokens(head.get("connection").as_deref());
+    let hop_by_hop = hop_by_hop_fields(head);
     for name in HIDDEN_FROM_RUNTIME {
         // One the `Connection` names was dropped as hop-by-hop.
-        if let Some(value) = head.get(name).filter(|_| !is_hop_by_hop(name, &tokens)) {
+        if let Some(value) = head.get(name).filter(|_| !hop_by_hop.contains(&name)) {
             headers.delete(name)?;
             meta.hidden.push((name.to_string(), value.into_owned()));
         }

@@ -8,8 +8,8 @@ use super::body_watch;
 use super::isolate::Shared;
 use super::race::{Outcome, RaceReport};
 use hedgehog_core::edge::{
-    connection_tokens, leg_lines, public_leg, Completion, ConfigError, HeaderList, LegLine, Served,
-    HOP_BY_HOP, REQUEST_ID_HEADER,
+    hop_by_hop_fields, leg_lines, public_leg, Completion, ConfigError, HeaderList, LegLine, Served,
+    REQUEST_ID_HEADER,
 };
 
 /// Response header saying which leg answered: `none`, `primary` or `hedge`
@@ -315,23 +315,14 @@ fn decorate(
     Ok(out)
 }
 
-/// Deletes from `headers` (a copy of the fields `head` lists) the hop-by-hop
-/// ones and those its `Connection` names (RFC 9110 section 7.6.1): only
-/// those present, one call into JavaScript each (most answers have none).
+/// Deletes from `headers` (a copy of the fields `head` lists) the ones a
+/// proxy does not pass on ([`hop_by_hop_fields`]): only those present, one
+/// call into JavaScript each (most answers have none).
 pub(crate) fn drop_hop_by_hop(headers: &web_sys::Headers, head: &HeaderList) -> worker::Result<()> {
-    let tokens = connection_tokens(head.get("connection").as_deref());
-    for name in head.names() {
-        if is_hop_by_hop(name, &tokens) {
-            headers.delete(name)?;
-        }
+    for name in hop_by_hop_fields(head) {
+        headers.delete(name)?;
     }
     Ok(())
-}
-
-/// Whether the field `name` (lower case) is hop-by-hop, given the tokens of
-/// the message's `Connection`.
-pub(crate) fn is_hop_by_hop(name: &str, connection_tokens: &[String]) -> bool {
-    HOP_BY_HOP.contains(&name) || connection_tokens.iter().any(|t| t == name)
 }
 
 /// Statuses whose responses carry no body (Fetch standard "null body status").

@@ -4,6 +4,8 @@
 //! only a path and a query, appended to the origin's base URL as text, so no
 //! path (`//evil.example`, `@host`, `..`) can change the host.
 
+use crate::header_list::HeaderList;
+
 /// Header names the Worker owns on the way to the origin; a client's copies are dropped.
 pub const HEDGE_ATTEMPT_HEADER: &str = "x-hedge-attempt";
 /// The request id header, propagated to both legs.
@@ -66,6 +68,18 @@ pub fn connection_tokens(connection: Option<&str>) -> Vec<String> {
         .map(|token| token.trim().to_ascii_lowercase())
         .filter(|token| is_token(token))
         .collect()
+}
+
+/// The fields of a message (`head`) that a proxy does not pass on (RFC 9110
+/// section 7.6.1): the hop-by-hop ones and those its `Connection` names,
+/// each once, as `head` names them.
+pub fn hop_by_hop_fields(head: &HeaderList) -> Vec<&str> {
+    let tokens = connection_tokens(head.get("connection").as_deref());
+    let mut fields: Vec<&str> = (head.names())
+        .filter(|&name| HOP_BY_HOP.contains(&name) || tokens.iter().any(|t| t == name))
+        .collect();
+    fields.dedup();
+    fields
 }
 
 /// An RFC 9110 token (section 5.6.2): a valid header name or directive
@@ -143,6 +157,22 @@ pub fn traceparent(trace: &TraceContext, span_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hop_by_hop_fields_are_the_listed_ones_and_those_connection_names() {
+        let head = HeaderList::from_pairs([
+            ("connection", "close, X-Trace, bad token"),
+            ("content-type", "text/plain"),
+            ("keep-alive", "timeout=5"),
+            ("x-trace", "1"),
+            ("transfer-encoding", "chunked"),
+        ]);
+        assert_eq!(
+            hop_by_hop_fields(&head),
+            ["connection", "keep-alive", "x-trace", "transfer-encoding"]
+        );
+        assert!(hop_by_hop_fields(&HeaderList::from_pairs([("vary", "accept")])).is_empty());
+    }
 
     #[test]
     fn the_host_comes_from_the_base_url_whatever_the_path() {
