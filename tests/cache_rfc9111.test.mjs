@@ -428,6 +428,32 @@ test("headers the origin lists in Connection are not in the stored copy", async 
   await entry.arrayBuffer();
 });
 
+test("headers in the Worker's own namespace that an origin sends are not in the stored copy", async () => {
+  const a = await origin("a", () => ({
+    headers: {
+      "cache-control": "max-age=60",
+      // A planted marker would point lookups at variants the origin chose.
+      "x-hedgehog-vary": "accept-language",
+      "x-hedgehog-generation": "planted",
+      "x-kept": "yes",
+    },
+    body: "planted",
+  }));
+  const w = await worker({ HEDGE_ORIGINS: origins(a), HEDGE_TUNING: { cold_delay_ms: "10000" } });
+  await get(w, "/planted");
+  await stored(w, "/planted");
+  const caches = await w.mf.getCaches();
+  const entry = await caches.default.match("http://edge.test/planted");
+  assert.ok(entry, "stored under its plain key");
+  assert.equal(entry.headers.get("x-hedgehog-vary"), null);
+  assert.equal(entry.headers.get("x-hedgehog-generation"), null);
+  assert.equal(entry.headers.get("x-kept"), "yes");
+  await entry.arrayBuffer();
+  const hit = await get(w, "/planted");
+  assert.equal(hit.via, "cache");
+  assert.equal(hit.body, "planted");
+});
+
 test("CDN-Cache-Control decides for this cache and is passed on unchanged", async () => {
   const cases = {
     "/cdn/private": { "cache-control": "max-age=60", "cdn-cache-control": "private" },

@@ -31,7 +31,7 @@ use super::clock::random_hex;
 use super::connections::Connections;
 use super::head;
 use super::isolate::Shared;
-use super::reply::{drop_hop_by_hop, null_body_status};
+use super::reply::null_body_status;
 use super::request_body::HeldClaim;
 use hedgehog_core::edge::{
     body_whole, fixed_length, hop_by_hop_fields, updated_by_304, variant_key, vary_rule, EntryMeta,
@@ -180,23 +180,16 @@ pub(crate) async fn delete_all(urls: &[String], connections: &Rc<Connections>) {
     futures::future::join_all(urls.iter().map(|url| delete(url, connections))).await;
 }
 
-/// The origin's headers of `response` (its fields `head`) as the client
-/// sees them: hop-by-hop headers and those its `Connection` names are
-/// dropped (RFC 9110 section 7.6.1), and so is anything in the Worker's own
-/// namespace.
-fn end_to_end_headers(
-    response: &web_sys::Response,
-    head: &HeaderList,
-) -> worker::Result<web_sys::Headers> {
-    let headers = web_sys::Headers::new_with_headers(&response.headers())?;
-    drop_hop_by_hop(&headers, head)?;
-    for name in head
-        .names()
-        .filter(|n| n.starts_with(INTERNAL_HEADER_PREFIX))
-    {
-        headers.delete(name)?;
-    }
-    Ok(headers)
+/// The fields of a message (`head`) the cache never keeps: the hop-by-hop
+/// ones and those its `Connection` names (RFC 9110 section 7.6.1), and
+/// anything in the Worker's own namespace.
+fn not_end_to_end(head: &HeaderList) -> Vec<&str> {
+    let mut fields = hop_by_hop_fields(head);
+    fields.extend(
+        head.names()
+            .filter(|n| n.starts_with(INTERNAL_HEADER_PREFIX)),
+    );
+    fields
 }
 
 /// The client's view of a stored entry: the origin's headers restored, every
@@ -249,12 +242,11 @@ pub(crate) fn updated_by(
     let current = served(entry, 0, false)?;
     let headers = current.headers();
     headers.delete("age")?;
-    // The 304's end-to-end fields (as `end_to_end_headers` keeps them).
+    // The 304's end-to-end fields.
     let fresh = head::read(&not_modified.headers());
-    let hop_by_hop = hop_by_hop_fields(&fresh);
+    let dropped = not_end_to_end(&fresh);
     for name in fresh.names() {
-        let end_to_end = !hop_by_hop.contains(&name) && !name.starts_with(INTERNAL_HEADER_PREFIX);
-        if end_to_end && updated_by_304(name) {
+        if !dropped.contains(&name) && updated_by_304(name) {
             if let Some(value) = fresh.get(name) {
                 headers.set(name, &value)?;
             }
@@ -420,15 +412,18 @@ fn stored_headers(
     meta: &StoredMeta,
     keep_secs: u64,
 ) -> worker::Result<web_sys::Headers> {
-    let headers = end_to_end_headers(response, head)?;
+    let headers = web_sys::Headers::new_with_headers(&response.headers())?;
+    let dropped = not_end_to_end(head);
+    for name in &dropped {
+        headers.delete(name)?;
+    }
     let mut meta = EntryMeta {
         freshness: *meta,
         hidden: Vec::new(),
     };
-    let hop_by_hop = hop_by_hop_fields(head);
     for name in HIDDEN_FROM_RUNTIME {
         // One the `Connection` names was dropped as hop-by-hop.
-        if let Some(value) = head.get(name).filter(|_| !hop_by_hop.contains(&name)) {
+        if let Some(value) = head.get(name).filter(|_| !dropped.contains(&name)) {
             headers.delete(name)?;
             meta.hidden.push((name.to_string(), value.into_owned()));
         }

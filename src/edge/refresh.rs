@@ -40,7 +40,7 @@ pub(crate) fn spawn(
         isolate: Shared::clone(shared),
         url: url.clone(),
     };
-    let headers = match outbound_headers(client, &refresh, entry) {
+    let headers = match outbound_headers(client.headers, &refresh, entry) {
         Ok(headers) => headers,
         Err(e) => {
             console_warn!("hedgehog-edge: could not build a refresh: {e}");
@@ -119,8 +119,6 @@ impl End<'_> {
         }
         let done = report.complete(self.shared, refresh, self.url, None, self.dataset.is_some());
         let kept = report.kept_response();
-        // The status the line records: the origin's, else what a client
-        // would have been answered.
         if let Some((line, billed)) = done.log {
             request_log::write(line, billed, self.dataset);
         }
@@ -150,11 +148,11 @@ impl End<'_> {
 /// The refresh's request headers: the client's (less hop-by-hop ones), and
 /// the entry's validators so an unchanged entry costs the origin a 304.
 fn outbound_headers(
-    client: Client<'_>,
+    client: &web_sys::Headers,
     exchange: &Exchange,
     entry: &Entry,
 ) -> worker::Result<web_sys::Headers> {
-    let headers = leg::outbound_headers(client.headers, exchange)?;
+    let headers = leg::outbound_headers(client, exchange)?;
     entry.add_validators(&headers)?;
     Ok(headers)
 }

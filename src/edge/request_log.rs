@@ -16,7 +16,8 @@ pub(crate) fn write(line: RequestLine, billed: Billed, dataset: Option<&Analytic
     if !billed.log {
         return;
     }
-    if line.status >= 500 {
+    // The completion made a 5xx's line an error.
+    if line.level == "error" {
         console_error!("{}", line.to_json());
     } else {
         console_log!("{}", line.to_json());
