@@ -37,15 +37,12 @@ pub use crate::request::{
     eligibility::NotHedgeableReason,
 };
 
-/// The shared cache's storage format: keys, variants, the stored entry's
-/// meta, and what a 304 and a conditional hit change.
+/// The shared cache's entry form (its key and fields on the way in, the
+/// lookup of a request's variant, its fields served or merged by a 304),
+/// and whether a request is conditional.
 pub use crate::cache::{
-    conditional::{not_modified, updated_by_304, CONDITIONAL_REQUEST_HEADERS, NOT_MODIFIED_OMITS},
-    freshness::StoredMeta,
-    policy::{
-        variant_key, vary_rule, EntryMeta, VaryRule, GENERATION_HEADER, HIDDEN_FROM_RUNTIME,
-        INTERNAL_HEADER_PREFIX, META_HEADER, VARY_MARKER_HEADER,
-    },
+    conditional::is_conditional,
+    entry::{lookup_step, EntryHead, HeaderEdits, LookupStep, StorePlan},
 };
 
 /// The log line, the metrics text's format, how a request was answered.

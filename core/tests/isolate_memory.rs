@@ -53,6 +53,8 @@ fn request(iso: &mut Isolate, method: &str, url: &str, status: u16, now_ms: f64)
     let answer = Answer {
         status: Some(status),
         headers: &NO_HEADERS,
+        request: &NO_HEADERS,
+        generation: None,
         stale_if_error: None,
         analytics: false,
     };

@@ -1,25 +1,18 @@
 //! The Workers Cache API (`caches.default`) as a shared cache whose rules
 //! are the core's ([`hedgehog_core::cache`]): this file only reads, writes and
-//! deletes entries and rebuilds responses from them.
+//! deletes entries and rebuilds responses from them, with the key and the
+//! field edits the core's entry form gives (`hedgehog_core::cache::entry`:
+//! what a stored entry keeps and hides, how a lookup finds a request's
+//! variant, what serving it and a `304` change).
 //!
-//! A stored entry is the origin's response less hop-by-hop headers (and
-//! those its `Connection` names), with its freshness ([`StoredMeta`]) and the
-//! origin's headers the runtime would read for freshness of its own
-//! (`Cache-Control`, `Expires`, ...) moved into one internal header
-//! ([`EntryMeta`]); the runtime is told only how long to keep it. Serving an entry restores the
-//! origin's headers, drops every internal one and sends a fresh `Age`.
-//!
-//! `Vary` is honoured by keying (see [`hedgehog_core::cache::policy`]): a
-//! varying response goes under its variant key, with a marker under the
-//! plain URL naming the headers and the generation. A cache failure never
-//! fails the request: a lookup error is a miss, a store error is logged.
+//! A cache failure never fails the request: a lookup error is a miss, a
+//! store error is logged.
 
 use worker::js_sys::{self, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{console_warn, web_sys, Context};
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -27,16 +20,13 @@ use futures::future::LocalBoxFuture;
 use futures::stream::{self, StreamExt};
 use worker::js_sys::Uint8Array;
 
-use super::clock::random_hex;
 use super::connections::Connections;
 use super::head;
 use super::isolate::Shared;
 use super::reply::null_body_status;
 use super::request_body::HeldClaim;
 use hedgehog_core::edge::{
-    body_whole, fixed_length, hop_by_hop_fields, updated_by_304, variant_key, vary_rule, EntryMeta,
-    HeaderList, StoredMeta, VaryRule, GENERATION_HEADER, HIDDEN_FROM_RUNTIME,
-    INTERNAL_HEADER_PREFIX, META_HEADER, NOT_MODIFIED_OMITS, VARY_MARKER_HEADER,
+    body_whole, lookup_step, EntryHead, HeaderEdits, HeaderList, LookupStep, StorePlan,
 };
 
 fn default_cache() -> Option<web_sys::Cache> {
@@ -63,40 +53,36 @@ async fn match_key(
     }
 }
 
-fn header_of(head: &HeaderList) -> impl Fn(&str) -> Option<String> + '_ {
-    |name| head.get(name).map(Cow::into_owned)
-}
-
 /// A stored entry found for a request.
 #[derive(Debug)]
 pub(crate) struct Entry {
     /// The entry as stored (internal headers and all).
     pub(crate) stored: web_sys::Response,
-    /// Its freshness and the origin headers it keeps aside.
-    pub(crate) meta: EntryMeta,
+    /// Its fields, freshness and the origin fields it keeps aside.
+    pub(crate) head: EntryHead,
 }
 
 impl Entry {
-    /// Adds its validators to a request as `If-None-Match` /
-    /// `If-Modified-Since`; `false` when it has none.
+    /// Adds its validators to a request (`If-None-Match`,
+    /// `If-Modified-Since`); `false` when it has none.
     pub(crate) fn add_validators(&self, headers: &web_sys::Headers) -> worker::Result<bool> {
-        let (etag, modified) = (self.header("etag"), self.header("last-modified"));
-        if let Some(etag) = &etag {
-            headers.set("if-none-match", etag)?;
+        let validators = self.head.validators();
+        for (name, value) in &validators {
+            headers.set(name, value)?;
         }
-        if let Some(modified) = &modified {
-            headers.set("if-modified-since", modified)?;
-        }
-        Ok(etag.is_some() || modified.is_some())
+        Ok(!validators.is_empty())
     }
+}
 
-    /// A stored header as the origin sent it.
-    pub(crate) fn header(&self, name: &str) -> Option<String> {
-        if HIDDEN_FROM_RUNTIME.contains(&name) {
-            return self.meta.hidden(name).map(str::to_string);
-        }
-        self.stored.headers().get(name).ok().flatten()
+/// Carries out the core's edits on `headers`.
+fn apply(headers: &web_sys::Headers, edits: &HeaderEdits) -> worker::Result<()> {
+    for name in &edits.delete {
+        headers.delete(name)?;
     }
+    for (name, value) in &edits.set {
+        headers.set(name, value)?;
+    }
+    Ok(())
 }
 
 /// What a lookup found.
@@ -122,42 +108,33 @@ pub(crate) async fn lookup(
     let Some(plain) = match_key(&cache, url, connections).await else {
         return Lookup::default();
     };
-    // Each `headers()` and `get` crosses into JavaScript: read once each.
-    let plain_headers = plain.headers();
-    let get = |name: &str| plain_headers.get(name).ok().flatten();
-    let marker = get(VARY_MARKER_HEADER);
-    let generation = marker.as_ref().and_then(|_| get(GENERATION_HEADER));
-    let (stored, meta) = match (marker, &generation) {
-        (Some(names), Some(generation)) => {
-            let VaryRule::Headers(names) = vary_rule(Some(&names)) else {
-                return Lookup::default();
-            };
-            // The marker is all headers: its (empty) body is let go now.
+    let plain_head = head::read(&plain.headers());
+    let (step, generation) = lookup_step(url, &plain_head, request_headers);
+    let found = match step {
+        LookupStep::Plain => Some((plain, plain_head)),
+        step => {
+            // A marker (or an entry no request may have) is all the plain
+            // key gives: its body is let go now.
             if let Some(body) = plain.body() {
                 let _ = body.cancel();
             }
-            let variant = match variant_key(url, generation, &names, header_of(request_headers)) {
-                Some(key) => match_key(&cache, &key, connections).await,
-                None => None,
-            };
-            let meta = variant
-                .as_ref()
-                .and_then(|v| v.headers().get(META_HEADER).ok().flatten());
-            (variant, meta)
+            match step {
+                LookupStep::Variant(key) => {
+                    match_key(&cache, &key, connections).await.map(|variant| {
+                        let fields = head::read(&variant.headers());
+                        (variant, fields)
+                    })
+                }
+                _ => None,
+            }
         }
-        // A marker of an older format: its variants cannot be told apart.
-        (Some(_), None) => (None, None),
-        // Never serve a varying response from the plain key (an entry
-        // stored some other way): its variant is unknown.
-        (None, _) => match vary_rule(get("vary").as_deref()) {
-            VaryRule::None => (Some(plain), get(META_HEADER)),
-            _ => (None, None),
-        },
     };
-    let entry = match (stored, meta.as_deref().and_then(EntryMeta::from_header)) {
-        (Some(stored), Some(meta)) => Some(Entry { stored, meta }),
-        _ => None,
-    };
+    let entry = found.and_then(|(stored, fields)| {
+        Some(Entry {
+            stored,
+            head: EntryHead::new(fields)?,
+        })
+    });
     Lookup { entry, generation }
 }
 
@@ -180,25 +157,33 @@ pub(crate) async fn delete_all(urls: &[String], connections: &Rc<Connections>) {
     futures::future::join_all(urls.iter().map(|url| delete(url, connections))).await;
 }
 
-/// The fields of a message (`head`) the cache never keeps: the hop-by-hop
-/// ones and those its `Connection` names (RFC 9110 section 7.6.1), and
-/// anything in the Worker's own namespace.
-fn not_end_to_end(head: &HeaderList) -> Vec<&str> {
-    let mut fields = hop_by_hop_fields(head);
-    fields.extend(
-        head.names()
-            .filter(|n| n.starts_with(INTERNAL_HEADER_PREFIX)),
-    );
-    fields
-}
-
-/// The client's view of a stored entry: the origin's headers restored, every
-/// internal one dropped, `Age` set; `not_modified` gives a bodiless `304`.
-/// Touches only the headers the entry's meta says it hides: each header
-/// operation crosses into JavaScript, and this is the hit path.
+/// The client's view of a stored entry, `age_s` old (the core's
+/// [`EntryHead::served_edits`]); `not_modified` gives a bodiless `304`.
 pub(crate) fn served(
     entry: &Entry,
     age_s: u64,
+    not_modified: bool,
+) -> worker::Result<web_sys::Response> {
+    let edits = entry.head.served_edits(Some(age_s), not_modified);
+    rebuilt(entry, &edits, not_modified)
+}
+
+/// The response a `304` revalidation gives the client: the stored body with
+/// the stored fields updated by the `304`'s ([`EntryHead::merged_edits`]).
+pub(crate) fn updated_by(
+    entry: &Entry,
+    not_modified: &web_sys::Response,
+) -> worker::Result<web_sys::Response> {
+    let edits = entry
+        .head
+        .merged_edits(&head::read(&not_modified.headers()));
+    rebuilt(entry, &edits, false)
+}
+
+/// A new response from the stored entry with `edits` on its fields.
+fn rebuilt(
+    entry: &Entry,
+    edits: &HeaderEdits,
     not_modified: bool,
 ) -> worker::Result<web_sys::Response> {
     let stored = &entry.stored;
@@ -214,72 +199,27 @@ pub(crate) fn served(
         let body = stored.body().filter(|_| !null_body_status(stored.status()));
         web_sys::Response::new_with_opt_readable_stream_and_init(body.as_ref(), &init)?
     };
-    let headers = out.headers();
-    headers.delete(META_HEADER)?;
-    // The keep time the runtime was given goes; the origin's own
-    // Cache-Control, if it had one, is set over it.
-    if entry.meta.hidden("cache-control").is_none() {
-        headers.delete("cache-control")?;
-    }
-    for (name, value) in &entry.meta.hidden {
-        headers.set(name, value)?;
-    }
-    headers.set("age", &age_s.to_string())?;
-    if not_modified {
-        for name in NOT_MODIFIED_OMITS {
-            headers.delete(name)?;
-        }
-    }
+    apply(&out.headers(), edits)?;
     Ok(out)
-}
-
-/// The response a `304` revalidation gives the client: the stored body with
-/// the stored headers updated by the `304`'s (RFC 9111 section 4.3.4).
-pub(crate) fn updated_by(
-    entry: &Entry,
-    not_modified: &web_sys::Response,
-) -> worker::Result<web_sys::Response> {
-    let current = served(entry, 0, false)?;
-    let headers = current.headers();
-    headers.delete("age")?;
-    // The 304's end-to-end fields.
-    let fresh = head::read(&not_modified.headers());
-    let dropped = not_end_to_end(&fresh);
-    for name in fresh.names() {
-        if !dropped.contains(&name) && updated_by_304(name) {
-            if let Some(value) = fresh.get(name) {
-                headers.set(name, &value)?;
-            }
-        }
-    }
-    Ok(current)
 }
 
 /// Where a store goes and what it carries besides the response.
 #[derive(Debug)]
 pub(crate) struct StoreTarget<'a> {
-    /// The request URL (the plain key).
+    /// The request URL (the plain key, where a varying response's marker goes).
     pub(crate) url: &'a str,
-    /// The storing request's headers (they pick the variant).
-    pub(crate) request_headers: &'a HeaderList,
-    /// The stored response's header fields.
-    pub(crate) response_head: &'a HeaderList,
     /// The isolate whose held-body cap the copy claims from.
     pub(crate) isolate: &'a Shared,
-    /// The variants' generation found at lookup, if any.
-    pub(crate) generation: Option<String>,
-    /// The response's freshness, as the core computed it.
-    pub(crate) meta: StoredMeta,
-    /// How long the runtime keeps it, seconds.
-    pub(crate) keep_secs: u64,
+    /// Its key and fields as stored, as the core decided them.
+    pub(crate) plan: StorePlan,
 }
 
 /// Stores a copy of `response` (the origin's, or one rebuilt from a `304`)
 /// once the request is done, then calls `on_stored` if the store succeeded.
 /// The copy tees the body: the client's stream is not held back by the
 /// cache. Call it before the response's body is handed on. Returns false
-/// when the response cannot be stored (its `Vary` makes no usable key),
-/// without touching it.
+/// when the response cannot be stored (no cache, or over the held-body
+/// cap), without touching it.
 pub(crate) fn store(
     ctx: &Context,
     target: StoreTarget<'_>,
@@ -305,13 +245,16 @@ pub(crate) fn store_task(
     on_stored: impl FnOnce() + 'static,
 ) -> Option<LocalBoxFuture<'static, ()>> {
     let cache = default_cache()?;
-    let url = target.url;
-    let (key, marker) = store_key(&target)?;
-    let head = target.response_head;
-    let expected_len = fixed_length(
-        head.get("content-length").as_deref(),
-        head.get("content-encoding").as_deref(),
-    );
+    let StorePlan {
+        key,
+        edits,
+        marker,
+        expected_len,
+    } = target.plan;
+    let marker = match marker {
+        Some(fields) => Some(marker_response(&fields).ok()?),
+        None => None,
+    };
     // The copy is a tee: what the cache has read and the client has not is
     // held by the runtime. A slow reader on a 48 MiB answer held +114 MB
     // (`node lab/slow-reader.mjs`), so a copy claims its bytes from the
@@ -326,16 +269,8 @@ pub(crate) fn store_task(
             return None;
         }
     }
-    let (copy, progress) = tracked_copy(
-        response,
-        head,
-        &target.meta,
-        target.keep_secs,
-        claim,
-        expected_len.is_none(),
-    )
-    .ok()?;
-    let url = url.to_string();
+    let (copy, progress) = tracked_copy(response, &edits, claim, expected_len.is_none()).ok()?;
+    let url = target.url.to_string();
     let connections = Rc::clone(connections);
     Some(Box::pin(async move {
         // The copy (a tee) holds what the cache has not yet read, within
@@ -372,24 +307,6 @@ pub(crate) fn store_task(
     }))
 }
 
-/// Where the response is stored for `target`'s request: its key and, for a
-/// varying response, the marker the plain key gets; `None` when its `Vary`
-/// makes no usable key.
-fn store_key(target: &StoreTarget<'_>) -> Option<(String, Option<web_sys::Response>)> {
-    let vary = target.response_head.get("vary");
-    match vary_rule(vary.as_deref()) {
-        VaryRule::Unstorable => None,
-        VaryRule::None => Some((target.url.to_string(), None)),
-        VaryRule::Headers(names) => {
-            let generation = (target.generation.clone()).unwrap_or_else(|| random_hex(2));
-            let request = header_of(target.request_headers);
-            let key = variant_key(target.url, &generation, &names, request)?;
-            let marker = marker_response(&names.join(","), &generation, target.keep_secs).ok()?;
-            Some((key, Some(marker)))
-        }
-    }
-}
-
 /// How the cache's copy of a body went, as far as the copy has been read,
 /// and the bytes it holds against the isolate's cap (given back when the
 /// copy and its store are both done).
@@ -403,44 +320,6 @@ struct CopyProgress {
     claim: HeldClaim,
 }
 
-/// The stored form of `response`'s headers: end-to-end only, the headers the
-/// runtime would judge freshness by moved into the entry's meta with the
-/// freshness the core computed, and a keep time for the runtime.
-fn stored_headers(
-    response: &web_sys::Response,
-    head: &HeaderList,
-    meta: &StoredMeta,
-    keep_secs: u64,
-) -> worker::Result<web_sys::Headers> {
-    let headers = web_sys::Headers::new_with_headers(&response.headers())?;
-    let dropped = not_end_to_end(head);
-    for name in &dropped {
-        headers.delete(name)?;
-    }
-    let mut meta = EntryMeta {
-        freshness: *meta,
-        hidden: Vec::new(),
-    };
-    for name in HIDDEN_FROM_RUNTIME {
-        // One the `Connection` names was dropped as hop-by-hop.
-        if let Some(value) = head.get(name).filter(|_| !dropped.contains(&name)) {
-            headers.delete(name)?;
-            meta.hidden.push((name.to_string(), value.into_owned()));
-        }
-    }
-    if head.has("age") {
-        headers.delete("age")?;
-    }
-    headers.set(META_HEADER, &meta.to_header())?;
-    headers.set("cache-control", &runtime_keep(keep_secs))?;
-    Ok(headers)
-}
-
-/// The `Cache-Control` that tells the runtime how long to keep an entry.
-fn runtime_keep(keep_secs: u64) -> String {
-    format!("public, max-age={keep_secs}")
-}
-
 /// A copy of `response` (a tee of its body) for the cache, and its progress.
 /// The copy passes through the Worker chunk by chunk so the store can tell a
 /// whole body from one that ended early: an origin that resets mid-body is
@@ -450,9 +329,7 @@ fn runtime_keep(keep_secs: u64) -> String {
 /// as it passes (`claim` holds what was claimed up front).
 fn tracked_copy(
     response: &web_sys::Response,
-    head: &HeaderList,
-    meta: &StoredMeta,
-    keep_secs: u64,
+    edits: &HeaderEdits,
     claim: HeldClaim,
     claim_chunks: bool,
 ) -> worker::Result<(web_sys::Response, Rc<RefCell<CopyProgress>>)> {
@@ -466,7 +343,10 @@ fn tracked_copy(
     }));
     let init = web_sys::ResponseInit::new();
     init.set_status(copy.status());
-    init.set_headers_headers(&stored_headers(response, head, meta, keep_secs)?);
+    // The stored fields: the response's, with the core's edits.
+    let stored = web_sys::Headers::new_with_headers(&response.headers())?;
+    apply(&stored, edits)?;
+    init.set_headers_headers(&stored);
     let Some(body) = copy.body().filter(|_| !null_body_status(copy.status())) else {
         progress.borrow_mut().ended = true;
         let copy = web_sys::Response::new_with_opt_str_and_init(None, &init)?;
@@ -505,17 +385,14 @@ fn tracked_copy(
     Ok((copy, progress))
 }
 
-/// The entry under the plain URL of a varying response: no body, the names
-/// it varies on, its generation, and as long a keep time as its variant.
-fn marker_response(
-    names: &str,
-    generation: &str,
-    keep_secs: u64,
-) -> worker::Result<web_sys::Response> {
+/// The entry under the plain URL of a varying response: no body, the
+/// fields the core gave it (the names it varies on, its generation, as
+/// long a keep time as its variant).
+fn marker_response(fields: &[(String, String)]) -> worker::Result<web_sys::Response> {
     let headers = web_sys::Headers::new()?;
-    headers.set(VARY_MARKER_HEADER, names)?;
-    headers.set(GENERATION_HEADER, generation)?;
-    headers.set("cache-control", &runtime_keep(keep_secs))?;
+    for (name, value) in fields {
+        headers.set(name, value)?;
+    }
     let init = web_sys::ResponseInit::new();
     init.set_status(200);
     init.set_headers_headers(&headers);

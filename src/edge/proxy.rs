@@ -12,13 +12,12 @@ use super::clock::now_ms;
 use super::coalesce::{self, LeaderGuard};
 use super::isolate::Shared;
 use super::leg::{self, OutboundBody, OutboundRequest};
-use super::race::{self, Outcome, RaceReport};
+use super::race::{self, Asked, Outcome, RaceReport};
 use super::reply::{self, Timing};
 use super::request_body::{self, BodyRead, ClientBodyFault, HeldClaim};
 use super::{analytics, pop, refresh, request_log};
 use hedgehog_core::edge::{
-    not_modified, BodyPlan, EntryUse, Exchange, FlightState, HeaderList, Role, Served,
-    CONDITIONAL_REQUEST_HEADERS,
+    is_conditional, BodyPlan, EntryUse, Exchange, FlightState, Role, Served,
 };
 
 /// How much of a refused GET/HEAD body is read (and dropped) before the 400.
@@ -130,7 +129,9 @@ fn outbound(
     // (unless the client's request is conditional itself: the origin then
     // answers the client's own question).
     let revalidating = match &miss.stale {
-        Some((entry, _)) if !conditional(client.head) => entry.add_validators(&outbound.headers)?,
+        Some((entry, _)) if !is_conditional(client.head) => {
+            entry.add_validators(&outbound.headers)?
+        }
         _ => false,
     };
     Ok((outbound, revalidating))
@@ -214,7 +215,7 @@ async fn consult_cache(
     };
     let judged = isolate
         .borrow_mut()
-        .judge_entry(exchange, &entry.meta.freshness, coalesced);
+        .judge_entry(exchange, &entry.head.meta.freshness, coalesced);
     let (age_s, how) = match judged {
         Some(EntryUse::Serve { age_s, how }) => (age_s, how),
         stale => {
@@ -245,34 +246,13 @@ fn serve_entry(
     age_s: u64,
     how: Served,
 ) -> worker::Result<web_sys::Response> {
-    // Only an entry with a validator can answer 304; its validators are
-    // read only for a conditional request.
-    let header = |name: &str| client.head.get(name);
-    let validated = how == Served::Hit && entry.meta.freshness.has_validator;
-    let (inm, ims) = match validated {
-        true => (header("if-none-match"), header("if-modified-since")),
-        false => (None, None),
-    };
-    let conditional_hit = (inm.is_some() || ims.is_some())
-        && not_modified(
-            inm.as_deref(),
-            ims.as_deref(),
-            entry.header("etag").as_deref(),
-            entry.header("last-modified").as_deref(),
-        );
+    let conditional_hit = how == Served::Hit && entry.head.answers_not_modified(client.head);
     let served = cache::served(entry, age_s, conditional_hit)?;
     let timing = Timing {
         start_ms: exchange.started_ms,
         now_ms: now_ms(),
     };
     reply::cache_hit_response(served, how, &exchange.request_id, timing)
-}
-
-/// Whether the client's request is conditional itself.
-fn conditional(head: &HeaderList) -> bool {
-    CONDITIONAL_REQUEST_HEADERS
-        .iter()
-        .any(|name| head.has(name))
 }
 
 /// After the race: the isolate's completion, then its I/O (invalidation,
@@ -292,24 +272,20 @@ async fn finish(
         Some((entry, true)) => Some(entry.stored.status()),
         _ => None,
     };
-    let done = report.complete(
-        isolate,
-        exchange,
-        client.url,
+    let asked = Asked {
+        url: client.url,
+        head: client.head,
+        generation: miss.generation.as_deref(),
         stale_if_error,
-        dataset.is_some(),
-    );
+    };
+    let mut done = report.complete(isolate, exchange, asked, dataset.is_some());
     let kept = report.kept_response();
     cache::delete_all(&done.invalidate, client.connections).await;
-    if let (Some((meta, keep_secs)), Some(response)) = (done.store, kept) {
+    if let (Some(plan), Some(response)) = (done.store.take(), kept) {
         let target = cache::StoreTarget {
             url: client.url,
-            request_headers: client.head,
-            response_head: &report.kept_head,
             isolate,
-            generation: miss.generation.take(),
-            meta,
-            keep_secs,
+            plan,
         };
         let leader = miss.leader.take();
         let stored = cache::store(ctx, target, response, client.connections, move || {
@@ -335,7 +311,7 @@ async fn finish(
             if let Some(controller) = report.winner_controller.take() {
                 controller.abort();
             }
-            let age_s = entry.meta.freshness.current_age_s(timing.now_ms / 1000.0) as u64;
+            let age_s = (entry.head.meta.freshness).current_age_s(timing.now_ms / 1000.0) as u64;
             cache::served(entry, age_s, false).and_then(|served| {
                 let how = Served::StaleIfError;
                 reply::cache_hit_response(served, how, &exchange.request_id, timing)

@@ -64,16 +64,14 @@ impl RaceReport {
         }
     }
 
-    /// The isolate's completion of `exchange`'s race for `url`, handed the
-    /// kept response's status and header fields (read here, once);
-    /// `stale_if_error` the status of a stale entry that may stand in for a failure,
-    /// `analytics` when a dataset is bound.
+    /// The isolate's completion of `exchange`'s race, handed the kept
+    /// response's status and header fields (read here, once) and what it
+    /// reads of the request (`asked`); `analytics` when a dataset is bound.
     pub(crate) fn complete(
         &mut self,
         isolate: &Shared,
         exchange: &Exchange,
-        url: &str,
-        stale_if_error: Option<u16>,
+        asked: Asked<'_>,
         analytics: bool,
     ) -> Completion {
         let kept = self.kept_response();
@@ -82,11 +80,26 @@ impl RaceReport {
         let answer = Answer {
             status,
             headers: &self.kept_head,
-            stale_if_error,
+            request: asked.head,
+            generation: asked.generation,
+            stale_if_error: asked.stale_if_error,
             analytics,
         };
-        (isolate.borrow_mut()).complete(exchange, &self.state, &answer, url, now_ms())
+        (isolate.borrow_mut()).complete(exchange, &self.state, &answer, asked.url, now_ms())
     }
+}
+
+/// What a completion reads of the request besides its exchange.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Asked<'a> {
+    /// The request's URL.
+    pub(crate) url: &'a str,
+    /// Its header fields.
+    pub(crate) head: &'a HeaderList,
+    /// The generation of the URL's stored variants its lookup found.
+    pub(crate) generation: Option<&'a str>,
+    /// The status of a stale entry that may stand in for a failure.
+    pub(crate) stale_if_error: Option<u16>,
 }
 
 /// The I/O side of one leg: its fetch, its abort controller and its answer.

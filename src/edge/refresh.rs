@@ -14,7 +14,7 @@ use super::clock::now_ms;
 use super::connections::Connections;
 use super::isolate::{self, Shared};
 use super::leg::{self, OutboundBody, OutboundRequest};
-use super::race::{self, Outcome, RaceReport};
+use super::race::{self, Asked, Outcome, RaceReport};
 use super::request_body::ClientBodyFault;
 use super::{analytics, request_log};
 use hedgehog_core::edge::{Exchange, HeaderList};
@@ -117,22 +117,24 @@ impl End<'_> {
                 }
             }
         }
-        let done = report.complete(self.shared, refresh, self.url, None, self.dataset.is_some());
+        let asked = Asked {
+            url: self.url,
+            head: self.request_headers,
+            generation: None,
+            stale_if_error: None,
+        };
+        let done = report.complete(self.shared, refresh, asked, self.dataset.is_some());
         let kept = report.kept_response();
         if let Some((line, billed)) = done.log {
             request_log::write(line, billed, self.dataset);
         }
-        let (Some((meta, keep_secs)), Some(response)) = (done.store, kept) else {
+        let (Some(plan), Some(response)) = (done.store, kept) else {
             return;
         };
         let target = StoreTarget {
             url: self.url,
-            request_headers: self.request_headers,
-            response_head: &report.kept_head,
             isolate: self.shared,
-            generation: None,
-            meta,
-            keep_secs,
+            plan,
         };
         let task = cache::store_task(target, response, self.connections, || {});
         if let Some(body) = response.body() {

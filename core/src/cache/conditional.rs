@@ -14,6 +14,15 @@ pub const CONDITIONAL_REQUEST_HEADERS: [&str; 5] = [
     "if-range",
 ];
 
+/// Whether a request with fields `head` is conditional itself: a stale
+/// entry is then not revalidated for it (the origin answers the client's
+/// own question).
+pub fn is_conditional(head: &crate::header_list::HeaderList) -> bool {
+    CONDITIONAL_REQUEST_HEADERS
+        .iter()
+        .any(|name| head.has(name))
+}
+
 /// Headers of a stored entry that a `304` answer from the cache leaves out:
 /// they describe the body it does not carry.
 pub const NOT_MODIFIED_OMITS: [&str; 4] = [

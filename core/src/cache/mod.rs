@@ -12,9 +12,12 @@
 //!   headers a `304` updates.
 //! - [`invalidation`]: the URLs a write invalidates, and when each was last
 //!   invalidated in this isolate.
+//! - [`entry`]: a stored entry's form: its key and fields on the way in,
+//!   the lookup of a request's entry, its fields on the way out.
 
 pub mod conditional;
 pub mod directives;
+pub mod entry;
 pub mod freshness;
 pub mod http_date;
 pub mod invalidation;

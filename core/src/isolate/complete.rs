@@ -3,7 +3,7 @@
 //! failure, what the cache keeps, and the request's log line.
 
 use super::{Exchange, Isolate, RecentError, RECENT_ERRORS};
-use crate::cache::freshness::StoredMeta;
+use crate::cache::entry::{store_plan, StorePlan};
 use crate::cache::invalidation::{self, invalidates};
 use crate::cache::policy::response_freshness;
 use crate::config::Params;
@@ -19,6 +19,11 @@ pub struct Answer<'a> {
     pub status: Option<u16>,
     /// That response's header fields (none without a response).
     pub headers: &'a HeaderList,
+    /// The request's header fields (they pick a stored variant).
+    pub request: &'a HeaderList,
+    /// The generation of the URL's stored variants a lookup found, if any
+    /// (a varying answer is stored in it, else in a new one).
+    pub generation: Option<&'a str>,
     /// The status of a stale entry that `stale-if-error` lets stand in for
     /// a failure, when there is one.
     pub stale_if_error: Option<u16>,
@@ -49,8 +54,8 @@ pub struct Completion {
     pub status: u16,
     /// Serve the stale entry instead of the failure (RFC 5861 `stale-if-error`).
     pub rescue: bool,
-    /// Store the answer with this freshness, kept this many seconds.
-    pub store: Option<(StoredMeta, u64)>,
+    /// Store the answer: where, and its fields as stored.
+    pub store: Option<StorePlan>,
     /// A successful write: the URLs whose stored entries it invalidated
     /// (the isolate has recorded it; the cache deletes them before the
     /// client hears back). Empty otherwise.
@@ -316,7 +321,7 @@ impl Isolate {
         rescue: bool,
         url: &str,
         now_ms: f64,
-    ) -> (Vec<String>, Option<(StoredMeta, u64)>) {
+    ) -> (Vec<String>, Option<StorePlan>) {
         let invalidate = match status {
             Some(s) if invalidates(&exchange.method, s) => {
                 let targets = invalidation::targets(url, &|n| answer.header(n));
@@ -331,7 +336,24 @@ impl Isolate {
                     response_freshness(s, &|n| answer.header(n), exchange.started_ms, now_ms)
                         .filter(|_| self.may_store(url, exchange.started_ms));
                 self.learn_storable(&exchange.route.key, fresh.is_some());
-                fresh
+                let ids = &mut self.ids;
+                let generation = || answer.generation.map_or_else(|| ids.hex(2), str::to_string);
+                let plan = fresh.and_then(|(meta, keep_secs)| {
+                    store_plan(
+                        url,
+                        answer.request,
+                        answer.headers,
+                        generation,
+                        meta,
+                        keep_secs,
+                    )
+                });
+                // A storable answer whose `Vary` gives no key: the route stays
+                // known (looked up), its latest answer unstorable (not coalesced).
+                if fresh.is_some() && plan.is_none() {
+                    self.learn_storable(&exchange.route.key, false);
+                }
+                plan
             }
             _ => None,
         };

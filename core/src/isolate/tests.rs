@@ -59,6 +59,8 @@ fn an_uncacheable_get_is_planned_at_admission_and_completes_in_five_calls() {
     let answer = Answer {
         status: Some(200),
         headers: &NO_HEADERS,
+        request: &NO_HEADERS,
+        generation: None,
         stale_if_error: None,
         analytics: false,
     };
@@ -210,6 +212,8 @@ fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
     let answer = Answer {
         status: Some(503),
         headers: &header,
+        request: &NO_HEADERS,
+        generation: None,
         stale_if_error: None,
         analytics: false,
     };
