@@ -47,10 +47,9 @@ pub use crate::cache::{
 
 /// The log line, the metrics text's format, how a request was answered.
 pub use crate::observe::{
-    error_events::Billed,
     exposition::Format,
     metrics::Served,
-    request_log::{LegLine, RequestLine},
+    request_log::{DataPoint, LegLine, RequestRecord},
 };
 
 /// The PoP: the push and its reply, the aggregator in its Durable Object,

@@ -3,14 +3,14 @@
 //! `ANALYTICS` binding is configured (nothing is written, and nothing breaks,
 //! without it).
 //!
-//! Index: route key. Blobs: origin that answered, route key, what answered
-//! (`primary`, `hedge`, `none`, ...), delay basis, Worker version id.
-//! Doubles: total ms, hedge delay ms (-1 without one), status, hedge sent
-//! (0/1), weight (the requests the row stands for).
+//! The point's fields are the core's (`RequestLine::data_point`): index
+//! route key; blobs origin that answered, route key, what answered, delay
+//! basis, Worker version id; doubles total ms, hedge delay ms, status,
+//! hedge sent, weight (the requests the row stands for).
 
 use worker::{console_warn, AnalyticsEngineDataPointBuilder, AnalyticsEngineDataset, Env};
 
-use hedgehog_core::edge::RequestLine;
+use hedgehog_core::edge::DataPoint;
 
 /// The optional dataset binding.
 pub(crate) const ANALYTICS_BINDING: &str = "ANALYTICS";
@@ -20,34 +20,14 @@ pub(crate) fn dataset(env: &Env) -> Option<AnalyticsEngineDataset> {
     env.analytics_engine(ANALYTICS_BINDING).ok()
 }
 
-/// Writes one data point for a finished request.
-pub(crate) fn write(dataset: &AnalyticsEngineDataset, line: &RequestLine, weight: f64) {
-    // `answered_by` is the x-hedge value: the hedge's answer for "hedge";
-    // the primary's for "none" and "primary"; for "failed", the first leg
-    // whose origin answered at all (its answer went to the client).
-    let leg = match line.answered_by.as_str() {
-        "hedge" => line.legs.iter().find(|l| l.leg == "hedge"),
-        "failed" => line.legs.iter().find(|l| l.status.is_some()),
-        _ => line.legs.iter().find(|l| l.leg == "primary"),
-    };
-    let origin = leg.map_or("", |l| l.origin.as_str());
-    let point = AnalyticsEngineDataPointBuilder::new()
-        .indexes([line.route.as_str()])
-        .blobs([
-            origin,
-            line.route.as_str(),
-            line.answered_by.as_str(),
-            line.delay_basis.unwrap_or(""),
-            &line.version,
-        ])
-        .doubles([
-            line.total_ms,
-            line.hedge_delay_ms.unwrap_or(-1.0),
-            f64::from(line.status),
-            f64::from(u8::from(line.hedge_sent)),
-            weight,
-        ]);
-    if let Err(e) = point.write_to(dataset) {
+/// Writes one data point (the core's [`DataPoint`]: which fields, in which order).
+pub(crate) fn write(dataset: &AnalyticsEngineDataset, point: &DataPoint) {
+    let blobs: Vec<&str> = point.blobs.iter().map(String::as_str).collect();
+    let builder = AnalyticsEngineDataPointBuilder::new()
+        .indexes([point.index.as_str()])
+        .blobs(blobs)
+        .doubles(point.doubles.to_vec());
+    if let Err(e) = builder.write_to(dataset) {
         console_warn!("hedgehog-edge: analytics data point not written: {e}");
     }
 }

@@ -17,7 +17,7 @@ use worker::wasm_bindgen_futures::spawn_local;
 use worker::{console_warn, web_sys, Delay};
 
 use super::fixed_length_body::hold_to_length;
-use hedgehog_core::edge::{fixed_length, idle_message, HeaderList};
+use hedgehog_core::edge::idle_message;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BodyState {
@@ -26,19 +26,16 @@ enum BodyState {
     Ended,
 }
 
-/// A response's body (its header fields `head`), cut when the origin sends nothing for `idle_ms`
-/// (aborting `origin_fetch`). The origin's `Content-Length` still holds where
-/// the body is not encoded.
+/// A response's body, cut when the origin sends nothing for `idle_ms`
+/// (aborting `origin_fetch`). Its declared `length` (the completion's
+/// `body_length`: the origin's `Content-Length` where the body is not
+/// encoded) still holds.
 pub(crate) fn watch(
-    head: &HeaderList,
+    length: Option<u64>,
     body: web_sys::ReadableStream,
     idle_ms: f64,
     origin_fetch: Option<web_sys::AbortController>,
 ) -> worker::Result<web_sys::ReadableStream> {
-    let length = fixed_length(
-        head.get("content-length").as_deref(),
-        head.get("content-encoding").as_deref(),
-    );
     let source = wasm_streams::ReadableStream::from_raw(body)
         .try_into_stream()
         .map_err(|(e, _)| worker::Error::JsError(format!("origin body is locked: {e:?}")))?;

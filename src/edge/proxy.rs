@@ -319,8 +319,8 @@ async fn finish(
         }
         _ => reply::race_response(isolate, report, &exchange.request_id, &done, timing),
     };
-    if let (Some((line, billed)), Ok(_)) = (done.log, &response) {
-        request_log::write(line, billed, dataset.as_ref());
+    if response.is_ok() {
+        request_log::write(done.record, dataset.as_ref());
     }
     if let Some(body) = done.push {
         pop::link::push(ctx, env, client.req, isolate, client.connections, body);

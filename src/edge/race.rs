@@ -48,9 +48,6 @@ pub(crate) struct RaceReport {
     /// The winning leg's controller: aborting it stops the origin's body
     /// (for the body idle timeout, which may cut it after the race).
     pub(crate) winner_controller: Option<web_sys::AbortController>,
-    /// The kept response's header fields, read once at completion (after
-    /// a `304` merge), for every rule and copy that looks one up.
-    pub(crate) kept_head: HeaderList,
 }
 
 impl RaceReport {
@@ -76,10 +73,11 @@ impl RaceReport {
     ) -> Completion {
         let kept = self.kept_response();
         let status = kept.map(web_sys::Response::status);
-        self.kept_head = kept.map(|r| head::read(&r.headers())).unwrap_or_default();
+        // Read once, after a `304` merge: every rule reads it in the core.
+        let kept_head = kept.map(|r| head::read(&r.headers())).unwrap_or_default();
         let answer = Answer {
             status,
-            headers: &self.kept_head,
+            headers: &kept_head,
             request: asked.head,
             generation: asked.generation,
             stale_if_error: asked.stale_if_error,
@@ -242,7 +240,7 @@ pub(crate) async fn run(
         let mut order = (isolate.borrow_mut()).handle(exchange, &mut state, event, now_ms());
         // Carried out in the order the isolate gives: aborts first.
         loop {
-            for leg in order.aborts() {
+            for leg in &order.abort {
                 legs[leg.index()].abort();
             }
             if let Some(end) = order.end {
@@ -387,7 +385,6 @@ fn finish(end: RaceEnd, state: RaceState, mut legs: [LegIo; 2]) -> RaceReport {
         outcome,
         state,
         winner_controller,
-        kept_head: HeaderList::EMPTY,
     }
 }
 

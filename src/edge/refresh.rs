@@ -125,9 +125,7 @@ impl End<'_> {
         };
         let done = report.complete(self.shared, refresh, asked, self.dataset.is_some());
         let kept = report.kept_response();
-        if let Some((line, billed)) = done.log {
-            request_log::write(line, billed, self.dataset);
-        }
+        request_log::write(done.record, self.dataset);
         let (Some(plan), Some(response)) = (done.store, kept) else {
             return;
         };

@@ -8,8 +8,7 @@ use super::body_watch;
 use super::isolate::Shared;
 use super::race::{Outcome, RaceReport};
 use hedgehog_core::edge::{
-    hop_by_hop_fields, leg_lines, public_leg, Completion, ConfigError, HeaderList, LegLine, Served,
-    REQUEST_ID_HEADER,
+    leg_lines, public_leg, Completion, ConfigError, LegLine, Served, REQUEST_ID_HEADER,
 };
 
 /// Response header saying which leg answered: `none`, `primary` or `hedge`
@@ -82,21 +81,14 @@ pub(crate) fn race_response(
         | Outcome::BothFailed(Some((_, response))) => {
             let body = match (response.body(), done.body_idle_timeout_ms) {
                 (Some(body), Some(idle_ms)) => Some(body_watch::watch(
-                    &report.kept_head,
+                    done.body_length,
                     body,
                     idle_ms,
                     report.winner_controller.clone(),
                 )?),
                 (body, _) => body,
             };
-            decorate(
-                response,
-                &report.kept_head,
-                body,
-                done.x_hedge,
-                &done.server_timing,
-                request_id,
-            )
+            decorate(response, body, done, request_id)
         }
         Outcome::PrimaryFailed(None) => error(
             done.status,
@@ -289,15 +281,15 @@ pub(crate) fn json_response<T: Serialize>(
     Ok(response)
 }
 
-/// The origin's response, body streaming, with our headers added. A fetched
-/// response's headers are immutable, so it is re-wrapped: the runtime copies
-/// status and headers natively and the body stream passes through untouched.
+/// The origin's response, body streaming, with our headers added and the
+/// fields a proxy does not pass on left out (`done.drop_fields`). A
+/// fetched response's headers are immutable, so it is re-wrapped: the
+/// runtime copies status and headers natively and the body stream passes
+/// through untouched.
 fn decorate(
     response: &web_sys::Response,
-    head: &HeaderList,
     body: Option<web_sys::ReadableStream>,
-    x_hedge: &str,
-    server_timing: &str,
+    done: &Completion,
     request_id: &str,
 ) -> worker::Result<web_sys::Response> {
     let init = web_sys::ResponseInit::new();
@@ -308,21 +300,14 @@ fn decorate(
     let body = body.filter(|_| !null_body_status(response.status()));
     let out = web_sys::Response::new_with_opt_readable_stream_and_init(body.as_ref(), &init)?;
     let headers = out.headers();
-    drop_hop_by_hop(&headers, head)?;
-    headers.set(HEDGE_HEADER, x_hedge)?;
-    headers.append("server-timing", server_timing)?;
-    headers.set(REQUEST_ID_HEADER, request_id)?;
-    Ok(out)
-}
-
-/// Deletes from `headers` (a copy of the fields `head` lists) the ones a
-/// proxy does not pass on ([`hop_by_hop_fields`]): only those present, one
-/// call into JavaScript each (most answers have none).
-pub(crate) fn drop_hop_by_hop(headers: &web_sys::Headers, head: &HeaderList) -> worker::Result<()> {
-    for name in hop_by_hop_fields(head) {
+    // Only those present: one call into JavaScript each (most answers have none).
+    for name in &done.drop_fields {
         headers.delete(name)?;
     }
-    Ok(())
+    headers.set(HEDGE_HEADER, done.x_hedge)?;
+    headers.append("server-timing", &done.server_timing)?;
+    headers.set(REQUEST_ID_HEADER, request_id)?;
+    Ok(out)
 }
 
 /// Statuses whose responses carry no body (Fetch standard "null body status").

@@ -1,25 +1,19 @@
-//! Writes the per-request JSON log line ([`hedgehog_core::observe::request_log`],
-//! built and billed by the isolate's completion) and, with the same fields,
-//! the analytics data point.
+//! Writes what the isolate's completion billed of a request
+//! ([`RequestRecord`]): its JSON log line, and its Analytics Engine data point.
 
 use worker::{console_error, console_log, AnalyticsEngineDataset};
 
-use hedgehog_core::edge::{Billed, RequestLine};
+use hedgehog_core::edge::RequestRecord;
 
-/// Writes what the isolate billed for `line`: the line itself (at the
-/// configured level, error events within the cap) and its data point (a
-/// dataset bound, the request in the sample).
-pub(crate) fn write(line: RequestLine, billed: Billed, dataset: Option<&AnalyticsEngineDataset>) {
-    if let (Some(dataset), Some(weight)) = (dataset, billed.weight) {
-        super::analytics::write(dataset, &line, weight);
+/// Writes `record`: the line at its level, the data point when a dataset
+/// is bound.
+pub(crate) fn write(record: RequestRecord, dataset: Option<&AnalyticsEngineDataset>) {
+    if let (Some(dataset), Some(point)) = (dataset, &record.point) {
+        super::analytics::write(dataset, point);
     }
-    if !billed.log {
-        return;
-    }
-    // The completion made a 5xx's line an error.
-    if line.level == "error" {
-        console_error!("{}", line.to_json());
-    } else {
-        console_log!("{}", line.to_json());
+    match (record.line, record.error) {
+        (Some(line), true) => console_error!("{line}"),
+        (Some(line), false) => console_log!("{line}"),
+        (None, _) => {}
     }
 }

@@ -8,10 +8,11 @@ use crate::cache::invalidation::{self, invalidates};
 use crate::cache::policy::response_freshness;
 use crate::config::Params;
 use crate::header_list::HeaderList;
-use crate::observe::error_events::Billed;
 use crate::observe::metrics::Served;
-use crate::observe::request_log::{LegLine, LogLevel, RequestLine};
+use crate::observe::request_log::{LegLine, LogLevel, RequestLine, RequestRecord};
 use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
+use crate::request::body_watch::fixed_length;
+use crate::request::outbound::hop_by_hop_fields;
 
 /// The answer a race ended with, as the Worker sees it.
 pub struct Answer<'a> {
@@ -64,10 +65,15 @@ pub struct Completion {
     pub x_hedge: &'static str,
     /// The `Server-Timing` value.
     pub server_timing: String,
-    /// The log line (with the status the client is answered), when it is
-    /// logged or analysed, and what the isolate bills for it: whether the
-    /// line is written, its data point's weight.
-    pub log: Option<(RequestLine, Billed)>,
+    /// The kept answer's fields a proxy does not pass on: the client's
+    /// copy leaves them out.
+    pub drop_fields: Vec<String>,
+    /// The kept answer's declared body length, when the runtime passes
+    /// the body through unchanged (a body cut short must not pass as whole).
+    pub body_length: Option<u64>,
+    /// What is written of the request (with the status the client is
+    /// answered), as the isolate billed it: the log line, the data point.
+    pub record: RequestRecord,
     /// A PoP push to send in the background, encoded.
     pub push: Option<Vec<u8>>,
     /// The race's timeout, for the 504's message.
@@ -272,25 +278,18 @@ impl Isolate {
             Some(stale) => stale,
             None => answered_status(state.end, answer.status),
         };
-        let log = (self.params.log_level != LogLevel::Off || answer.analytics).then(|| {
-            let params = &self.params;
-            let mut line = log_line(
-                params,
+        let record = match self.params.log_level != LogLevel::Off || answer.analytics {
+            true => self.record(
                 state,
                 exchange,
                 x_hedge,
+                answered,
                 total_ms,
-                &self.version,
+                answer.analytics,
                 now_ms,
-            );
-            line.status = answered;
-            let billed = self.bill(line.status, answer.analytics, now_ms);
-            line.error_lines_left_out = billed.lines_left_out;
-            if line.status >= 500 {
-                line.level = "error";
-            }
-            (line, billed)
-        });
+            ),
+            false => RequestRecord::default(),
+        };
         // A refresh runs where no push can go out (after its client's
         // response, in the background): the next request's completion takes it.
         let push =
@@ -304,7 +303,14 @@ impl Isolate {
             invalidate,
             x_hedge,
             server_timing: server_timing(&self.params, state, exchange.started_ms, now_ms),
-            log,
+            drop_fields: (hop_by_hop_fields(answer.headers).into_iter())
+                .map(str::to_string)
+                .collect(),
+            body_length: fixed_length(
+                answer.headers.get("content-length").as_deref(),
+                answer.headers.get("content-encoding").as_deref(),
+            ),
+            record,
             push,
         }
     }
@@ -358,6 +364,42 @@ impl Isolate {
             _ => None,
         };
         (invalidate, store)
+    }
+
+    /// The request's log line and data point, as billed for its status.
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &mut self,
+        state: &RaceState,
+        exchange: &Exchange,
+        x_hedge: &'static str,
+        answered: u16,
+        total_ms: f64,
+        analytics: bool,
+        now_ms: f64,
+    ) -> RequestRecord {
+        let params = &self.params;
+        let mut line = log_line(
+            params,
+            state,
+            exchange,
+            x_hedge,
+            total_ms,
+            &self.version,
+            now_ms,
+        );
+        line.status = answered;
+        let billed = self.bill(line.status, analytics, now_ms);
+        line.error_lines_left_out = billed.lines_left_out;
+        let error = line.status >= 500;
+        if error {
+            line.level = "error";
+        }
+        RequestRecord {
+            line: billed.log.then(|| line.to_json()),
+            error,
+            point: billed.weight.map(|weight| line.data_point(weight)),
+        }
     }
 
     fn note_error(&mut self, state: &RaceState, status: Option<u16>, refresh: bool, now_ms: f64) {

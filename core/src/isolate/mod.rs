@@ -160,30 +160,18 @@ pub struct LegRequest {
 /// What the Worker's race driver does after an event, in this order.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RaceOrder {
-    /// Abort the primary (retry mode: its time ran out).
-    pub abort_primary: bool,
+    /// Abort these legs now: the primary before a retry's hedge, or every
+    /// leg but [`RaceEnd::kept_leg`] once the race is over (every
+    /// millisecond a loser runs is wasted origin work).
+    pub abort: Vec<Leg>,
     /// Send this hedge, then report [`Isolate::hedge_sent`] or
     /// [`Isolate::hedge_not_sent`].
     pub send_hedge: Option<LegRequest>,
-    /// The race is over: abort every leg but [`RaceEnd::kept_leg`] first
-    /// (every millisecond a loser runs is wasted origin work), then answer.
+    /// The race is over: answer (after the aborts).
     pub end: Option<RaceEnd>,
     /// Set the hedge timer to fire this many ms from now (a stall check
     /// that found none).
     pub rearm_ms: Option<f64>,
-}
-
-impl RaceOrder {
-    /// The legs to abort now: the primary before a retry's hedge, or every
-    /// leg but the kept one once the race is over.
-    pub fn aborts(&self) -> impl Iterator<Item = Leg> + '_ {
-        [Leg::Primary, Leg::Hedge]
-            .into_iter()
-            .filter(|&leg| match self.end {
-                Some(end) => Some(leg) != end.kept_leg(),
-                None => self.abort_primary && leg == Leg::Primary,
-            })
-    }
 }
 
 // === impl Isolate ===
@@ -394,10 +382,18 @@ impl Isolate {
                 origin,
                 abort_primary,
             } => {
-                order.abort_primary = abort_primary;
+                if abort_primary {
+                    order.abort.push(Leg::Primary);
+                }
                 order.send_hedge = Some(self.leg_request(exchange, origin));
             }
-            Action::Finish(end) => order.end = Some(end),
+            Action::Finish(end) => {
+                order.abort = [Leg::Primary, Leg::Hedge]
+                    .into_iter()
+                    .filter(|&leg| Some(leg) != end.kept_leg())
+                    .collect();
+                order.end = Some(end);
+            }
         }
         order
     }

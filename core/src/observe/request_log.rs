@@ -146,6 +146,64 @@ impl RequestLine {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
+
+    /// The request's Analytics Engine data point, standing for `weight`
+    /// requests. Index: route key. Blobs: the origin that answered, route
+    /// key, what answered (`primary`, `hedge`, `none`, ...), delay basis,
+    /// Worker version id. Doubles: total ms, hedge delay ms (-1 without
+    /// one), status, hedge sent (0/1), weight.
+    pub fn data_point(&self, weight: f64) -> DataPoint {
+        // `answered_by` is the x-hedge value: the hedge's answer for
+        // "hedge"; the primary's for "none" and "primary"; for "failed",
+        // the first leg whose origin answered at all (its answer went to
+        // the client).
+        let leg = match self.answered_by.as_str() {
+            "hedge" => self.legs.iter().find(|l| l.leg == "hedge"),
+            "failed" => self.legs.iter().find(|l| l.status.is_some()),
+            _ => self.legs.iter().find(|l| l.leg == "primary"),
+        };
+        DataPoint {
+            index: self.route.clone(),
+            blobs: [
+                leg.map_or_else(String::new, |l| l.origin.clone()),
+                self.route.clone(),
+                self.answered_by.clone(),
+                self.delay_basis.unwrap_or("").to_string(),
+                self.version.to_string(),
+            ],
+            doubles: [
+                self.total_ms,
+                self.hedge_delay_ms.unwrap_or(-1.0),
+                f64::from(self.status),
+                f64::from(u8::from(self.hedge_sent)),
+                weight,
+            ],
+        }
+    }
+}
+
+/// One Analytics Engine data point: an index, five blobs, five doubles
+/// ([`RequestLine::data_point`] says which).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataPoint {
+    /// The index (the route key).
+    pub index: String,
+    /// The blobs, in order.
+    pub blobs: [String; 5],
+    /// The doubles, in order.
+    pub doubles: [f64; 5],
+}
+
+/// What the Worker writes of one request, each part when it is billed: its
+/// log line as JSON (at error level or not) and its data point.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestRecord {
+    /// The log line's text.
+    pub line: Option<String>,
+    /// The line is an error line (`console.error`, not `console.log`).
+    pub error: bool,
+    /// The data point.
+    pub point: Option<DataPoint>,
 }
 
 #[cfg(test)]
@@ -205,5 +263,53 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["answered_by"], "hedge");
         assert_eq!(v["hedge_delay_ms"], 8.0);
+    }
+
+    #[test]
+    fn a_data_point_names_the_origin_whose_answer_the_client_got() {
+        let leg = |leg: &'static str, origin: &str, status: Option<u16>| LegLine {
+            leg,
+            origin: origin.into(),
+            status,
+            failure: None,
+            error: None,
+            url: None,
+            elapsed_ms: Some(3.0),
+            aborted: false,
+        };
+        let mut line = RequestLine {
+            level: "info",
+            request_id: "r1".into(),
+            trace_id: "t".into(),
+            method: "GET".into(),
+            route: "/api".into(),
+            status: 200,
+            answered_by: "hedge".into(),
+            total_ms: 12.5,
+            hedge_delay_ms: None,
+            delay_basis: None,
+            hedge_sent: true,
+            hedge_cause: Some("delay"),
+            hedge_skip: None,
+            legs: vec![leg("primary", "a", None), leg("hedge", "b", Some(200))],
+            version: "v9".into(),
+            refresh: false,
+            error_lines_left_out: 0,
+        };
+        let point = line.data_point(4.0);
+        assert_eq!(point.index, "/api");
+        assert_eq!(
+            point.blobs,
+            ["b", "/api", "hedge", "", "v9"].map(String::from)
+        );
+        assert_eq!(point.doubles, [12.5, -1.0, 200.0, 1.0, 4.0]);
+        line.answered_by = "none".into();
+        assert_eq!(line.data_point(1.0).blobs[0], "a", "the primary's");
+        // Every leg failed: the first whose origin answered at all.
+        line.answered_by = "failed".into();
+        line.legs[1].status = Some(503);
+        assert_eq!(line.data_point(1.0).blobs[0], "b");
+        line.legs.clear();
+        assert_eq!(line.data_point(1.0).blobs[0], "", "no leg ran");
     }
 }
