@@ -20,13 +20,14 @@ use futures::future::LocalBoxFuture;
 use futures::stream::{self, StreamExt};
 use worker::js_sys::Uint8Array;
 
+use super::coalesce::LeaderGuard;
 use super::connections::Connections;
 use super::head;
-use super::isolate::Shared;
+use super::isolate::{self, Shared};
 use super::reply::null_body_status;
 use super::request_body::HeldClaim;
 use hedgehog_core::edge::{
-    body_whole, lookup_step, EntryHead, HeaderEdits, HeaderList, LookupStep, StorePlan,
+    lookup_step, CopyEnd, EntryHead, HeaderEdits, HeaderList, LookupStep, StorePlan, StoreTicket,
 };
 
 fn default_cache() -> Option<web_sys::Cache> {
@@ -208,69 +209,67 @@ fn rebuilt(
 pub(crate) struct StoreTarget<'a> {
     /// The request URL (the plain key, where a varying response's marker goes).
     pub(crate) url: &'a str,
-    /// The isolate whose held-body cap the copy claims from.
+    /// The isolate that hears how the store went.
     pub(crate) isolate: &'a Shared,
-    /// Its key and fields as stored, as the core decided them.
-    pub(crate) plan: StorePlan,
+    /// Its key and fields as stored, as the core decided them, and the
+    /// ticket the core gets back.
+    pub(crate) plan: (StorePlan, StoreTicket),
+    /// The flight this request leads, if any: released once the store is
+    /// done (its waiters then read the entry, or fetch for themselves).
+    pub(crate) leader: Option<LeaderGuard>,
 }
 
 /// Stores a copy of `response` (the origin's, or one rebuilt from a `304`)
-/// once the request is done, then calls `on_stored` if the store succeeded.
-/// The copy tees the body: the client's stream is not held back by the
-/// cache. Call it before the response's body is handed on. Returns false
-/// when the response cannot be stored (no cache, or over the held-body
-/// cap), without touching it.
+/// in the background. The copy tees the body: the client's stream is not
+/// held back by the cache. Call it before the response's body is handed on.
 pub(crate) fn store(
     ctx: &Context,
     target: StoreTarget<'_>,
     response: &web_sys::Response,
     connections: &Rc<Connections>,
-    on_stored: impl FnOnce() + 'static,
-) -> bool {
-    match store_task(target, response, connections, on_stored) {
-        Some(task) => {
-            ctx.wait_until(task);
-            true
-        }
-        None => false,
+) {
+    if let Some(task) = store_task(target, response, connections) {
+        ctx.wait_until(task);
     }
 }
 
 /// The work of [`store`] as a future, for a caller already in the
-/// background; `None` when the response cannot be stored.
+/// background; `None` when the copy cannot be made (the isolate has heard).
 pub(crate) fn store_task(
     target: StoreTarget<'_>,
     response: &web_sys::Response,
     connections: &Rc<Connections>,
-    on_stored: impl FnOnce() + 'static,
 ) -> Option<LocalBoxFuture<'static, ()>> {
-    let cache = default_cache()?;
+    let (plan, ticket) = target.plan;
+    let shared = Shared::clone(target.isolate);
     let StorePlan {
         key,
         edits,
         marker,
         expected_len,
-    } = target.plan;
-    let marker = match marker {
-        Some(fields) => Some(marker_response(&fields).ok()?),
-        None => None,
+    } = plan;
+    let made = default_cache().and_then(|cache| {
+        let marker = match marker {
+            Some(fields) => Some(marker_response(&fields).ok()?),
+            None => None,
+        };
+        // A body of unknown length claims from the held-body cap chunk by
+        // chunk (a declared one was claimed by the completion).
+        let claim = HeldClaim::new(target.isolate);
+        let (copy, progress) =
+            tracked_copy(response, &edits, claim, expected_len.is_none()).ok()?;
+        Some((cache, marker, copy, progress))
+    });
+    let Some((cache, marker, copy, progress)) = made else {
+        let refused = CopyEnd {
+            refused: true,
+            ..CopyEnd::default()
+        };
+        isolate::try_with(&shared, |i| i.copy_stored(&ticket, refused, false));
+        return None;
     };
-    // The copy is a tee: what the cache has read and the client has not is
-    // held by the runtime. A slow reader on a 48 MiB answer held +114 MB
-    // (`node lab/slow-reader.mjs`), so a copy claims its bytes from the
-    // isolate's held-body cap (`HEDGE_TUNING.max_held_body_bytes`, shared with
-    // request bodies held for replay): a declared length up front (not
-    // stored if it does not fit), an unknown one chunk by chunk (the store
-    // is dropped at the first chunk that does not fit). The client's answer
-    // is never held back either way.
-    let mut claim = HeldClaim::new(target.isolate);
-    if let Some(len) = expected_len {
-        if !claim.try_add(len) {
-            return None;
-        }
-    }
-    let (copy, progress) = tracked_copy(response, &edits, claim, expected_len.is_none()).ok()?;
     let url = target.url.to_string();
+    let leader = target.leader;
     let connections = Rc::clone(connections);
     Some(Box::pin(async move {
         // The copy (a tee) holds what the cache has not yet read, within
@@ -278,17 +277,25 @@ pub(crate) fn store_task(
         let slot = connections.take().await;
         let stored = JsFuture::from(cache.put_with_str(&key, &copy)).await;
         drop(slot);
-        let (whole, over_cap) = {
+        let end = {
             let p = progress.borrow();
-            let whole = body_whole(expected_len, p.bytes, p.errored, p.ended);
-            (whole, p.over_cap)
+            CopyEnd {
+                put: stored.is_ok(),
+                bytes: p.bytes,
+                errored: p.errored,
+                ended: p.ended,
+                over_cap: p.over_cap,
+                refused: false,
+            }
         };
-        if over_cap || (stored.is_ok() && !whole) {
+        let varying = marker.is_some();
+        let keep = isolate::try_with(&shared, |i| i.copy_stored(&ticket, end, varying));
+        if keep != Some(true) {
             // Short: taken out again before anyone is served it (a copy cut
             // at the cap can be kept short even though its put failed).
             let _slot = connections.take().await;
             let _ = JsFuture::from(cache.delete_with_str(&key)).await;
-            if !over_cap {
+            if !end.over_cap {
                 console_warn!("hedgehog-edge: the origin's body ended early; not cached");
             }
             return;
@@ -299,9 +306,13 @@ pub(crate) fn store_task(
         if let (Ok(_), Some(marker)) = (&stored, marker) {
             let _slot = connections.take().await;
             stored = JsFuture::from(cache.put_with_str(&url, &marker)).await;
+            if stored.is_ok() {
+                isolate::try_with(&shared, |i| i.marker_stored(&ticket));
+            }
         }
         match stored {
-            Ok(_) => on_stored(),
+            // The isolate has the flight stored: its waiters read the entry.
+            Ok(_) => leader.into_iter().for_each(LeaderGuard::disarm),
             Err(e) => console_warn!("hedgehog-edge: cache store failed: {e:?}"),
         }
     }))

@@ -13,13 +13,15 @@ use super::clock::now_ms;
 use super::isolate::{self, Shared};
 use hedgehog_core::edge::{poll_interval_ms, FlightId, FlightState};
 
-/// Held by the request leading a flight. Dropping it without
-/// [`LeaderGuard::stored`] releases the waiters to fetch for themselves.
+/// Held by the request leading a flight. Dropping it releases the waiters
+/// to fetch for themselves, unless the isolate has the flight stored (a
+/// store's copy was kept: [`LeaderGuard::disarm`]).
 #[derive(Debug)]
 pub(crate) struct LeaderGuard {
     isolate: Shared,
     key: String,
     id: FlightId,
+    armed: bool,
 }
 
 impl LeaderGuard {
@@ -28,19 +30,29 @@ impl LeaderGuard {
             isolate: Shared::clone(isolate),
             key: key.to_string(),
             id,
+            armed: true,
         }
     }
 
-    /// The response is in the cache; waiters read it from there.
-    pub(crate) fn stored(self) {
+    /// The response is in the cache (waiters read it from there), and the
+    /// isolate knows it: nothing to release.
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
+    }
+
+    /// The response is in the cache; waiters read it from there (a hit's
+    /// leader: the isolate hears it from here).
+    pub(crate) fn stored(mut self) {
         isolate::try_with(&self.isolate, |i| i.flight_stored(&self.key, self.id));
+        self.armed = false;
     }
 }
 
 impl Drop for LeaderGuard {
     fn drop(&mut self) {
-        // No effect after `stored`.
-        isolate::try_with(&self.isolate, |i| i.flight_released(&self.key, self.id));
+        if self.armed {
+            isolate::try_with(&self.isolate, |i| i.flight_released(&self.key, self.id));
+        }
     }
 }
 

@@ -286,18 +286,9 @@ async fn finish(
             url: client.url,
             isolate,
             plan,
+            leader: miss.leader.take(),
         };
-        let leader = miss.leader.take();
-        let stored = cache::store(ctx, target, response, client.connections, move || {
-            if let Some(leader) = leader {
-                leader.stored();
-            }
-        });
-        if !stored {
-            isolate
-                .borrow_mut()
-                .learn_storable(&exchange.route.key, false);
-        }
+        cache::store(ctx, target, response, client.connections);
     }
     // Not stored: waiters are released now, as the headers say so, not later.
     drop(miss.leader.take());

@@ -133,8 +133,9 @@ impl End<'_> {
             url: self.url,
             isolate: self.shared,
             plan,
+            leader: None,
         };
-        let task = cache::store_task(target, response, self.connections, || {});
+        let task = cache::store_task(target, response, self.connections);
         if let Some(body) = response.body() {
             // The stored copy is a tee of it; this branch is not read.
             let _ = body.cancel();

@@ -2,12 +2,33 @@
 //! request, which routes store, what a write invalidates, the background
 //! refreshes it runs and the coalesced flights it leads.
 
+use super::complete::StoreTicket;
 use super::{intake, BodyPlan, EntryUse, Exchange, Isolate, MAX_REFRESHES};
 use crate::cache::freshness::{StoredMeta, Verdict};
 use crate::header_list::HeaderList;
 use crate::observe::metrics::Served;
+use crate::request::body_watch::body_whole;
 use crate::request::coalesce::{FlightId, FlightState, Role};
 use crate::request::outbound::TraceContext;
+
+/// How a store's copy went, as far as the cache read it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CopyEnd {
+    /// The cache took the copy (`put` resolved); `false` when it refused,
+    /// or when the copy could not be made at all.
+    pub put: bool,
+    /// Body bytes the copy passed.
+    pub bytes: u64,
+    /// The body failed mid-way.
+    pub errored: bool,
+    /// The body reached its end.
+    pub ended: bool,
+    /// A chunk did not fit under the held-body cap: the copy was cut there.
+    pub over_cap: bool,
+    /// The copy could not be made (no cache, or the runtime refused the
+    /// copy): nothing was asked of the cache.
+    pub refused: bool,
+}
 
 impl Isolate {
     /// What the stored entry with `freshness` may do for the accepted
@@ -40,6 +61,34 @@ impl Isolate {
         };
         self.metrics.served_from_cache(&exchange.route.key, how);
         Some(EntryUse::Serve { age_s, how })
+    }
+
+    /// The copy of `ticket`'s answer went as `end` says: its claimed bytes
+    /// are given back. `true` when it stays; `false` when it must be taken
+    /// out again (cut at the cap, or short: the runtime relays an origin's
+    /// mid-body reset as an ordinary end). A plain entry kept ends its
+    /// flight as stored (its waiters read it); a varying one's does once
+    /// its marker is put too ([`Isolate::marker_stored`]).
+    pub fn copy_stored(&mut self, ticket: &StoreTicket, end: CopyEnd, varying: bool) -> bool {
+        self.held_bodies.release(ticket.held_bytes);
+        if end.refused && !ticket.refresh {
+            self.learn_storable(&ticket.route, false);
+        }
+        let whole = body_whole(ticket.expected_len, end.bytes, end.errored, end.ended);
+        // A copy the cache refused holds nothing to take out; one cut at
+        // the cap may have been kept short even though its put failed.
+        let keep = !end.over_cap && (whole || !end.put);
+        if keep && end.put && !varying {
+            self.marker_stored(ticket);
+        }
+        keep
+    }
+
+    /// A varying answer's marker was put after its variant: the flight is stored.
+    pub fn marker_stored(&mut self, ticket: &StoreTicket) {
+        if let Some(id) = ticket.flight {
+            self.coalescer.stored(&ticket.url, id);
+        }
     }
 
     /// Whether a cacheable request on `route` was answered storably (a

@@ -12,6 +12,7 @@ use crate::observe::metrics::Served;
 use crate::observe::request_log::{LegLine, LogLevel, RequestLine, RequestRecord};
 use crate::race::{Leg, LegRecord, RaceEnd, RaceState};
 use crate::request::body_watch::fixed_length;
+use crate::request::coalesce::{FlightId, Role};
 use crate::request::outbound::hop_by_hop_fields;
 
 /// The answer a race ended with, as the Worker sees it.
@@ -55,8 +56,10 @@ pub struct Completion {
     pub status: u16,
     /// Serve the stale entry instead of the failure (RFC 5861 `stale-if-error`).
     pub rescue: bool,
-    /// Store the answer: where, and its fields as stored.
-    pub store: Option<StorePlan>,
+    /// Store the answer: where, its fields as stored, and the ticket the
+    /// glue hands back when the copy is put ([`Isolate::copy_stored`]).
+    /// Its declared length is already claimed from the held-body cap.
+    pub store: Option<(StorePlan, StoreTicket)>,
     /// A successful write: the URLs whose stored entries it invalidated
     /// (the isolate has recorded it; the cache deletes them before the
     /// client hears back). Empty otherwise.
@@ -80,6 +83,19 @@ pub struct Completion {
     pub timeout_ms: f64,
     /// How long the answer's body may stay silent (`HEDGE_BODY_IDLE_TIMEOUT_MS`).
     pub body_idle_timeout_ms: Option<f64>,
+}
+
+/// What the isolate needs back when a store's copy is put: its body's
+/// declared length (the copy is kept only whole), the bytes claimed for it,
+/// the route, and the coalesced flight it ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreTicket {
+    pub(super) url: String,
+    pub(super) route: String,
+    pub(super) refresh: bool,
+    pub(super) flight: Option<FlightId>,
+    pub(super) expected_len: Option<u64>,
+    pub(super) held_bytes: u64,
 }
 
 /// The status the client is answered after a race that ended `end`, the
@@ -327,7 +343,7 @@ impl Isolate {
         rescue: bool,
         url: &str,
         now_ms: f64,
-    ) -> (Vec<String>, Option<StorePlan>) {
+    ) -> (Vec<String>, Option<(StorePlan, StoreTicket)>) {
         let invalidate = match status {
             Some(s) if invalidates(&exchange.method, s) => {
                 let targets = invalidation::targets(url, &|n| answer.header(n));
@@ -359,11 +375,42 @@ impl Isolate {
                 if fresh.is_some() && plan.is_none() {
                     self.learn_storable(&exchange.route.key, false);
                 }
-                plan
+                plan.and_then(|plan| self.ticket(exchange, url, plan))
             }
             _ => None,
         };
         (invalidate, store)
+    }
+
+    /// The ticket for storing `plan`: a declared length is claimed from
+    /// the held-body cap now (the copy is a tee, and what the cache has read
+    /// and the client has not is held). `None` when it does not fit: not
+    /// stored, and a client's route learns its answer was not storable.
+    fn ticket(
+        &mut self,
+        exchange: &Exchange,
+        url: &str,
+        plan: StorePlan,
+    ) -> Option<(StorePlan, StoreTicket)> {
+        let held_bytes = plan.expected_len.unwrap_or(0);
+        if !self.held_bodies.try_hold(held_bytes) {
+            if !exchange.refresh {
+                self.learn_storable(&exchange.route.key, false);
+            }
+            return None;
+        }
+        let ticket = StoreTicket {
+            url: url.to_string(),
+            route: exchange.route.key.clone(),
+            refresh: exchange.refresh,
+            flight: match exchange.role {
+                Role::Leader(id) => Some(id),
+                _ => None,
+            },
+            expected_len: plan.expected_len,
+            held_bytes,
+        };
+        Some((plan, ticket))
     }
 
     /// The request's log line and data point, as billed for its status.

@@ -25,7 +25,8 @@ mod stats;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-pub use complete::{leg_lines, public_leg, Answer, Completion};
+pub use cache_use::CopyEnd;
+pub use complete::{leg_lines, public_leg, Answer, Completion, StoreTicket};
 pub use intake::{BodyPlan, Exchange, Intake, RequestHead};
 
 use crate::cache::invalidation::Invalidations;

@@ -6,6 +6,7 @@ use super::*;
 use crate::config::OperatorPage;
 use crate::header_list::HeaderList;
 use crate::race::{Leg, RaceEvent};
+use crate::request::coalesce::FlightState;
 
 fn isolate(extra: &[(&str, &str)]) -> Isolate {
     let mut vars: VecMap<String, String> = VecMap::new();
@@ -250,4 +251,80 @@ fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
         iso.begin_refresh(url, &client, &fields, 60.0).is_some(),
         "claimable again once over"
     );
+}
+
+/// A cacheable GET of `url` raced and answered at `now_ms` with a storable
+/// 200 of `length` bytes.
+fn stored_answer(
+    iso: &mut Isolate,
+    url: &str,
+    length: &str,
+    now_ms: f64,
+) -> (Exchange, Completion) {
+    let mut exchange = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), now_ms));
+    let plan = match exchange.plan.take() {
+        Some(plan) => plan,
+        None => iso.plan(&exchange),
+    };
+    let (mut race, _) = iso.start(plan, &exchange, now_ms);
+    iso.handle(
+        &exchange,
+        &mut race,
+        RaceEvent::Answered(Leg::Primary, Ok(200)),
+        now_ms + 1.0,
+    );
+    let fields =
+        HeaderList::from_pairs([("cache-control", "max-age=60"), ("content-length", length)]);
+    let answer = Answer {
+        status: Some(200),
+        headers: &fields,
+        request: &NO_HEADERS,
+        generation: None,
+        stale_if_error: None,
+        analytics: false,
+    };
+    let done = iso.complete(&exchange, &race, &answer, url, now_ms + 1.0);
+    (exchange, done)
+}
+
+#[test]
+fn a_store_holds_its_declared_length_until_its_copy_is_put_and_only_a_whole_copy_ends_the_flight() {
+    let mut iso = isolate(&[("HEDGE_TUNING", r#"{"max_held_body_bytes":100}"#)]);
+    let url = "https://e/r/x";
+    let (first, done) = stored_answer(&mut iso, url, "60", 0.0);
+    let (_, ticket) = done.store.expect("a storable answer is stored");
+    assert_eq!(iso.held_bodies.held(), 60, "claimed at completion");
+    // A second copy in flight would pass the cap: not stored, and the route
+    // learns its latest answer was not storable (no coalescing).
+    let (_, over) = stored_answer(&mut iso, "https://e/r/y", "60", 2.0);
+    assert!(over.store.is_none());
+    assert_eq!(iso.held_bodies.held(), 60);
+    assert!(!iso.cache_routes.should_coalesce(&first.route.key));
+    // The copy came out short: taken out again, and its bytes given back.
+    let short = CopyEnd {
+        put: true,
+        bytes: 59,
+        ended: true,
+        ..CopyEnd::default()
+    };
+    assert!(!iso.copy_stored(&ticket, short, false));
+    assert_eq!(iso.held_bodies.held(), 0);
+    // A leader's whole copy ends its flight as stored: waiters read it.
+    iso.learn_storable(&first.route.key, true);
+    let (leader, done) = stored_answer(&mut iso, url, "60", 10.0);
+    let Role::Leader(id) = leader.role else {
+        panic!("a known route's miss leads a flight: {:?}", leader.role);
+    };
+    let (_, ticket) = done.store.expect("stored");
+    let whole = CopyEnd { bytes: 60, ..short };
+    assert_eq!(iso.flight_state(url, id, 12.0), FlightState::Pending);
+    assert!(iso.copy_stored(&ticket, whole, true), "kept");
+    assert_eq!(
+        iso.flight_state(url, id, 12.0),
+        FlightState::Pending,
+        "a varying answer's flight waits for its marker"
+    );
+    iso.marker_stored(&ticket);
+    assert_eq!(iso.flight_state(url, id, 12.0), FlightState::Stored);
+    assert_eq!(iso.held_bodies.held(), 0);
 }
