@@ -181,8 +181,9 @@ pub(crate) fn updated_by(
     rebuilt(entry, &edits, false)
 }
 
-/// A new response from the stored entry with `edits` on its fields.
-fn rebuilt(
+/// A new response from the stored entry with `edits` on its fields (a
+/// bodiless `304` when `not_modified`).
+pub(crate) fn rebuilt(
     entry: &Entry,
     edits: &HeaderEdits,
     not_modified: bool,
@@ -277,17 +278,7 @@ pub(crate) fn store_task(
         let slot = connections.take().await;
         let stored = JsFuture::from(cache.put_with_str(&key, &copy)).await;
         drop(slot);
-        let end = {
-            let p = progress.borrow();
-            CopyEnd {
-                put: stored.is_ok(),
-                bytes: p.bytes,
-                errored: p.errored,
-                ended: p.ended,
-                over_cap: p.over_cap,
-                refused: false,
-            }
-        };
+        let end = progress.borrow().end(stored.is_ok());
         let varying = marker.is_some();
         let keep = isolate::try_with(&shared, |i| i.copy_stored(&ticket, end, varying));
         if keep != Some(true) {
@@ -329,6 +320,20 @@ struct CopyProgress {
     /// A chunk did not fit under the cap: the copy was cut there.
     over_cap: bool,
     claim: HeldClaim,
+}
+
+impl CopyProgress {
+    /// How the copy went, for the isolate; `put` when the cache took it.
+    fn end(&self, put: bool) -> CopyEnd {
+        CopyEnd {
+            put,
+            bytes: self.bytes,
+            errored: self.errored,
+            ended: self.ended,
+            over_cap: self.over_cap,
+            refused: false,
+        }
+    }
 }
 
 /// A copy of `response` (a tee of its body) for the cache, and its progress.

@@ -16,9 +16,7 @@ use super::race::{self, Asked, Outcome, RaceReport};
 use super::reply::{self, Timing};
 use super::request_body::{self, BodyRead, ClientBodyFault, HeldClaim};
 use super::{analytics, pop, refresh, request_log};
-use hedgehog_core::edge::{
-    is_conditional, BodyPlan, EntryUse, Exchange, FlightState, Role, Served,
-};
+use hedgehog_core::edge::{BodyPlan, EntryUse, Exchange, FlightState, Role, Served};
 
 /// How much of a refused GET/HEAD body is read (and dropped) before the 400.
 const REFUSED_BODY_DRAIN_BYTES: usize = 64 * 1024;
@@ -27,13 +25,22 @@ const REFUSED_BODY_DRAIN_BYTES: usize = 64 * 1024;
 const BODY_BROKE: &str =
     "the request body broke off before its end (fewer bytes than Content-Length, or a bad chunk)";
 
-/// What the cache left for the race: a stale entry (and whether it may
-/// stand in for a failure), the variants' generation, the flight to lead.
+/// What the cache left for the race: a stale entry (whether it may stand
+/// in for a failure, the fields that revalidate it), the variants'
+/// generation, the flight to lead.
 #[derive(Debug, Default)]
 struct Miss {
-    stale: Option<(Entry, bool)>,
+    stale: Option<Stale>,
     generation: Option<String>,
     leader: Option<LeaderGuard>,
+}
+
+/// A stored entry too stale to serve.
+#[derive(Debug)]
+struct Stale {
+    entry: Entry,
+    if_error: bool,
+    validators: Vec<(&'static str, String)>,
 }
 
 /// Proxies an exchange the isolate accepted.
@@ -93,11 +100,11 @@ pub(crate) async fn run(
     drop(held);
     // A 304 to the Worker's own revalidation: the client gets the stored
     // entry, updated by the 304's headers, and the cache keeps that.
-    if let (true, Some((entry, _)), Outcome::Won(response)) =
+    if let (true, Some(stale), Outcome::Won(response)) =
         (revalidating, &miss.stale, &mut report.outcome)
     {
         if response.status() == 304 {
-            *response = cache::updated_by(entry, response)?;
+            *response = cache::updated_by(&stale.entry, response)?;
         }
     }
     if matches!(report.outcome, Outcome::ClientGone) {
@@ -125,15 +132,13 @@ fn outbound(
         body,
         client_body: fault,
     };
-    // A stale entry with a validator is revalidated: a 304 then refreshes it
-    // (unless the client's request is conditional itself: the origin then
-    // answers the client's own question).
-    let revalidating = match &miss.stale {
-        Some((entry, _)) if !is_conditional(client.head) => {
-            entry.add_validators(&outbound.headers)?
-        }
-        _ => false,
-    };
+    // A stale entry is revalidated with the validators the isolate gave
+    // (none for a conditional request): a 304 then refreshes it.
+    let validators = miss.stale.as_ref().map_or(&[][..], |s| &s.validators[..]);
+    for (name, value) in validators {
+        outbound.headers.set(name, value)?;
+    }
+    let revalidating = !validators.is_empty();
     Ok((outbound, revalidating))
 }
 
@@ -213,18 +218,34 @@ async fn consult_cache(
             ..Miss::default()
         }));
     };
-    let judged = isolate
-        .borrow_mut()
-        .judge_entry(exchange, &entry.head.meta.freshness, coalesced);
-    let (age_s, how) = match judged {
-        Some(EntryUse::Serve { age_s, how }) => (age_s, how),
-        stale => {
-            let if_error = matches!(stale, Some(EntryUse::Stale { if_error: true }));
+    let judged = (isolate.borrow_mut()).judge_entry(exchange, &entry.head, client.head, coalesced);
+    let (how, not_modified, edits) = match judged {
+        Some(EntryUse::Serve {
+            how,
+            not_modified,
+            edits,
+            ..
+        }) => (how, not_modified, edits),
+        Some(EntryUse::Stale {
+            if_error,
+            validators,
+        }) => {
             return Ok(Ok(Miss {
-                stale: stale.map(|_| (entry, if_error)),
+                stale: Some(Stale {
+                    entry,
+                    if_error,
+                    validators,
+                }),
                 generation: found.generation,
                 leader,
             }));
+        }
+        None => {
+            return Ok(Ok(Miss {
+                generation: found.generation,
+                leader,
+                ..Miss::default()
+            }))
         }
     };
     // Waiters can use what is stored (fresh, or stale while it is refreshed) at once.
@@ -234,25 +255,13 @@ async fn consult_cache(
     if how == Served::StaleWhileRevalidate {
         refresh::spawn(ctx, env, isolate, client, exchange, &entry);
     }
-    Ok(Err(serve_entry(client, exchange, &entry, age_s, how)))
-}
-
-/// A stored entry served as `how`; a conditional request its validators
-/// match gets a 304.
-fn serve_entry(
-    client: Client<'_>,
-    exchange: &Exchange,
-    entry: &Entry,
-    age_s: u64,
-    how: Served,
-) -> worker::Result<web_sys::Response> {
-    let conditional_hit = how == Served::Hit && entry.head.answers_not_modified(client.head);
-    let served = cache::served(entry, age_s, conditional_hit)?;
     let timing = Timing {
         start_ms: exchange.started_ms,
         now_ms: now_ms(),
     };
-    reply::cache_hit_response(served, how, &exchange.request_id, timing)
+    let served = cache::rebuilt(&entry, &edits, not_modified)
+        .and_then(|served| reply::cache_hit_response(served, how, &exchange.request_id, timing));
+    Ok(Err(served))
 }
 
 /// After the race: the isolate's completion, then its I/O (invalidation,
@@ -269,7 +278,7 @@ async fn finish(
     let dataset = analytics::dataset(env);
     // A stale entry that may stand in for a failure, by its status.
     let stale_if_error = match &miss.stale {
-        Some((entry, true)) => Some(entry.stored.status()),
+        Some(stale) if stale.if_error => Some(stale.entry.stored.status()),
         _ => None,
     };
     let asked = Asked {
@@ -297,7 +306,7 @@ async fn finish(
         now_ms: now_ms(),
     };
     let response = match (done.rescue, &miss.stale) {
-        (true, Some((entry, _))) => {
+        (true, Some(Stale { entry, .. })) => {
             // The failed answer's body is not read: its fetch is cut.
             if let Some(controller) = report.winner_controller.take() {
                 controller.abort();

@@ -4,7 +4,9 @@
 
 use super::complete::StoreTicket;
 use super::{intake, BodyPlan, EntryUse, Exchange, Isolate, MAX_REFRESHES};
-use crate::cache::freshness::{StoredMeta, Verdict};
+use crate::cache::conditional::is_conditional;
+use crate::cache::entry::EntryHead;
+use crate::cache::freshness::Verdict;
 use crate::header_list::HeaderList;
 use crate::observe::metrics::Served;
 use crate::request::body_watch::body_whole;
@@ -31,26 +33,33 @@ pub struct CopyEnd {
 }
 
 impl Isolate {
-    /// What the stored entry with `freshness` may do for the accepted
-    /// request (`coalesced`: found after waiting on a flight that stored
-    /// it); an entry that may be served counts as a storable answer, and as
-    /// a request answered from the cache. `None` for a request the cache
-    /// may not answer.
+    /// What the stored `entry` may do for the accepted request, whose
+    /// fields are `request` (`coalesced`: found after waiting on a flight
+    /// that stored it); an entry that may be served counts as a storable
+    /// answer, and as a request answered from the cache. `None` for a
+    /// request the cache may not answer.
     pub fn judge_entry(
         &mut self,
         exchange: &Exchange,
-        freshness: &StoredMeta,
+        entry: &EntryHead,
+        request: &HeaderList,
         coalesced: bool,
     ) -> Option<EntryUse> {
         let directives = exchange.cache.as_ref()?;
+        let freshness = &entry.meta.freshness;
         // The request's arrival time: one clock read less on the hit path.
         let (age_s, refresh) = match freshness.verdict(directives, exchange.started_ms / 1000.0) {
             Verdict::Fresh { age_s } => (age_s, false),
             Verdict::StaleWhileRevalidate { age_s } => (age_s, true),
             Verdict::Stale { serve_on_error, .. } => {
+                let validators = match is_conditional(request) {
+                    true => Vec::new(),
+                    false => entry.validators(),
+                };
                 return Some(EntryUse::Stale {
                     if_error: serve_on_error,
-                })
+                    validators,
+                });
             }
         };
         self.cache_routes.learn(&exchange.route.key);
@@ -60,7 +69,13 @@ impl Isolate {
             _ => Served::Hit,
         };
         self.metrics.served_from_cache(&exchange.route.key, how);
-        Some(EntryUse::Serve { age_s, how })
+        let not_modified = how == Served::Hit && entry.answers_not_modified(request);
+        Some(EntryUse::Serve {
+            age_s,
+            how,
+            not_modified,
+            edits: entry.served_edits(Some(age_s), not_modified),
+        })
     }
 
     /// The copy of `ticket`'s answer went as `end` says: its claimed bytes

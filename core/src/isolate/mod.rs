@@ -29,6 +29,7 @@ pub use cache_use::CopyEnd;
 pub use complete::{leg_lines, public_leg, Answer, Completion, StoreTicket};
 pub use intake::{BodyPlan, Exchange, Intake, RequestHead};
 
+use crate::cache::entry::HeaderEdits;
 use crate::cache::invalidation::Invalidations;
 use crate::cache::policy::CacheRoutes;
 use crate::config::{route_policy, Params};
@@ -53,7 +54,7 @@ pub const MAX_REFRESHES: usize = 256;
 const CACHE_PROBE_EVERY: u64 = 64;
 
 /// What a stored entry may do for a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EntryUse {
     /// Serve it at this age; `refresh` when it is stale within
     /// `stale-while-revalidate` and is refreshed in the background.
@@ -63,12 +64,19 @@ pub enum EntryUse {
         /// Fresh, after a coalesced wait, or stale while it is refreshed
         /// ([`Served::StaleWhileRevalidate`]: start the refresh).
         how: Served,
+        /// A bodiless `304`: the client's conditional request matched it.
+        not_modified: bool,
+        /// What makes its stored fields the client's.
+        edits: HeaderEdits,
     },
-    /// Too stale to serve: revalidate it; `if_error` when it may stand in
-    /// for a failed answer (`stale-if-error`).
+    /// Too stale to serve: the race's legs ask the origin with its
+    /// validators (none when the client's request is conditional itself:
+    /// the origin answers the client's own question).
     Stale {
-        /// It may stand in for a failure.
+        /// It may stand in for a failure (`stale-if-error`).
         if_error: bool,
+        /// The fields that revalidate it (`If-None-Match`, ...).
+        validators: Vec<(&'static str, String)>,
     },
 }
 

@@ -328,3 +328,62 @@ fn a_store_holds_its_declared_length_until_its_copy_is_put_and_only_a_whole_copy
     assert_eq!(iso.flight_state(url, id, 12.0), FlightState::Stored);
     assert_eq!(iso.held_bodies.held(), 0);
 }
+
+#[test]
+fn the_isolate_says_how_an_entry_serves_or_which_fields_revalidate_it() {
+    use crate::cache::entry::EntryHead;
+    use crate::cache::freshness::StoredMeta;
+    use crate::cache::policy::EntryMeta;
+    let mut iso = isolate(&[]);
+    let entry = |lifetime_s: f64| EntryHead {
+        stored: HeaderList::from_pairs([("etag", "\"v1\""), ("content-length", "5")]),
+        meta: EntryMeta {
+            freshness: StoredMeta {
+                response_time_s: 0.0,
+                initial_age_s: 0.0,
+                lifetime_s,
+                stale_while_revalidate_s: 0.0,
+                stale_if_error_s: 0.0,
+                must_revalidate: false,
+                has_validator: true,
+            },
+            hidden: Vec::new(),
+        },
+    };
+    let url = "https://e/r/x";
+    let plain = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 1_000.0));
+    let Some(EntryUse::Serve {
+        age_s,
+        how,
+        not_modified,
+        edits,
+    }) = iso.judge_entry(&plain, &entry(60.0), &NO_HEADERS, false)
+    else {
+        panic!("a fresh entry serves");
+    };
+    assert_eq!((age_s, how, not_modified), (1, Served::Hit, false));
+    assert!(edits.set.contains(&("age".to_string(), "1".to_string())));
+    // The client's own validator matches: a bodiless 304.
+    let inm = HeaderList::from_pairs([("if-none-match", "\"v1\"")]);
+    let asking = proxy(iso.accept(&head(url, "GET", &inm), 1_000.0));
+    let Some(EntryUse::Serve {
+        not_modified: true,
+        edits,
+        ..
+    }) = iso.judge_entry(&asking, &entry(60.0), &inm, false)
+    else {
+        panic!("a matching conditional request gets a 304");
+    };
+    assert!(edits.delete.iter().any(|n| n == "content-length"));
+    // Too stale: the legs revalidate it, unless the client asks its own question.
+    let stale = iso.judge_entry(&plain, &entry(0.0), &NO_HEADERS, false);
+    assert_eq!(
+        stale,
+        Some(EntryUse::Stale {
+            if_error: false,
+            validators: vec![("if-none-match", "\"v1\"".to_string())],
+        })
+    );
+    let own = iso.judge_entry(&asking, &entry(0.0), &inm, false);
+    assert!(matches!(own, Some(EntryUse::Stale { validators, .. }) if validators.is_empty()));
+}
