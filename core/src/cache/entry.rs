@@ -34,6 +34,23 @@ pub struct HeaderEdits {
     pub set: Vec<(String, String)>,
 }
 
+impl HeaderEdits {
+    /// `head` with these edits carried out as `Headers` does them: a delete
+    /// takes every field of its name, a set replaces them with one (at
+    /// the end). What the glue does to a runtime `Headers`, for the native
+    /// tests that follow an entry through its life.
+    pub fn applied_to(&self, head: &HeaderList) -> HeaderList {
+        let mut fields: Vec<(&str, &str)> = (head.fields())
+            .filter(|(n, _)| !self.delete.iter().any(|d| d == n))
+            .collect();
+        for (name, value) in &self.set {
+            fields.retain(|(n, _)| n != name);
+            fields.push((name, value));
+        }
+        HeaderList::from_pairs(fields)
+    }
+}
+
 /// Where and how a response is stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StorePlan {
@@ -290,18 +307,11 @@ impl EntryHead {
 mod tests {
     use super::*;
 
-    /// `edits` carried out on `list` as `Headers` does: a delete takes every
-    /// field of the name, a set replaces them with one (sorted: order is
-    /// the runtime's business).
+    /// `edits` carried out on `list`, sorted (order is the runtime's business).
     fn applied(list: &HeaderList, edits: &HeaderEdits) -> Vec<(String, String)> {
-        let mut fields: Vec<(String, String)> = (list.fields())
-            .filter(|(n, _)| !edits.delete.iter().any(|d| d == n))
+        let mut fields: Vec<(String, String)> = (edits.applied_to(list).fields())
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect();
-        for (name, value) in &edits.set {
-            fields.retain(|(n, _)| n != name);
-            fields.push((name.clone(), value.clone()));
-        }
         fields.sort();
         fields
     }

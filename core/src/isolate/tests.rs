@@ -387,3 +387,99 @@ fn the_isolate_says_how_an_entry_serves_or_which_fields_revalidate_it() {
     let own = iso.judge_entry(&asking, &entry(0.0), &inm, false);
     assert!(matches!(own, Some(EntryUse::Stale { validators, .. }) if validators.is_empty()));
 }
+
+/// Races `exchange` to an answer of `status` from its primary at `now_ms`
+/// and completes it with the answer's `fields` (as the glue hands them in:
+/// after a 304's merge, the merged entry's, as a 200).
+fn race_to(
+    iso: &mut Isolate,
+    mut exchange: Exchange,
+    leg_status: u16,
+    answer: (u16, &HeaderList),
+    now_ms: f64,
+) -> Completion {
+    let plan = match exchange.plan.take() {
+        Some(plan) => plan,
+        None => iso.plan(&exchange),
+    };
+    let (mut race, _) = iso.start(plan, &exchange, now_ms);
+    let answered = RaceEvent::Answered(Leg::Primary, Ok(leg_status));
+    iso.handle(&exchange, &mut race, answered, now_ms + 5.0);
+    let answer = Answer {
+        status: Some(answer.0),
+        headers: answer.1,
+        request: &NO_HEADERS,
+        generation: None,
+        stale_if_error: None,
+        analytics: false,
+    };
+    iso.complete(&exchange, &race, &answer, "https://e/r/x", now_ms + 5.0)
+}
+
+#[test]
+fn an_entry_goes_stale_is_revalidated_and_a_304_makes_it_fresh_again_on_the_test_clock() {
+    use crate::cache::entry::EntryHead;
+    let mut iso = isolate(&[]);
+    let url = "https://e/r/x";
+    let accept =
+        |iso: &mut Isolate, now_ms: f64| proxy(iso.accept(&head(url, "GET", &NO_HEADERS), now_ms));
+    // t = 0: a miss; the origin's answer is stored for 10 s.
+    let origin = HeaderList::from_pairs([
+        ("cache-control", "max-age=10"),
+        ("etag", "\"v1\""),
+        ("content-length", "5"),
+        ("x-kind", "first"),
+    ]);
+    let miss = accept(&mut iso, 0.0);
+    let done = race_to(&mut iso, miss, 200, (200, &origin), 0.0);
+    let (plan, ticket) = done.store.expect("stored");
+    let whole = CopyEnd {
+        put: true,
+        bytes: 5,
+        ended: true,
+        ..CopyEnd::default()
+    };
+    assert!(iso.copy_stored(&ticket, whole, false));
+    let entry = EntryHead::new(plan.edits.applied_to(&origin)).expect("its meta reads");
+    // t = 5 s: fresh, served at its age.
+    let hit = accept(&mut iso, 5_000.0);
+    let served = iso.judge_entry(&hit, &entry, &NO_HEADERS, false);
+    assert!(
+        matches!(served, Some(EntryUse::Serve { age_s: 5, .. })),
+        "{served:?}"
+    );
+    // t = 20 s: stale; the legs ask the origin with its validator.
+    let later = accept(&mut iso, 20_000.0);
+    let Some(EntryUse::Stale { validators, .. }) =
+        iso.judge_entry(&later, &entry, &NO_HEADERS, false)
+    else {
+        panic!("stale after its 10 s");
+    };
+    assert_eq!(validators, vec![("if-none-match", "\"v1\"".to_string())]);
+    // The origin answers 304 with a new lifetime: the entry, merged, is what
+    // the client gets and what is stored again.
+    let not_modified =
+        HeaderList::from_pairs([("cache-control", "max-age=60"), ("etag", "\"v1\"")]);
+    let merged = entry.merged_edits(&not_modified).applied_to(&entry.stored);
+    assert_eq!(
+        merged.get("x-kind").as_deref(),
+        Some("first"),
+        "the entry's own fields stay"
+    );
+    assert_eq!(merged.get("content-length").as_deref(), Some("5"));
+    let done = race_to(&mut iso, later, 304, (200, &merged), 20_000.0);
+    let (plan, ticket) = done.store.expect("the merged entry is stored again");
+    assert!(iso.copy_stored(&ticket, whole, false));
+    let renewed = EntryHead::new(plan.edits.applied_to(&merged)).expect("meta");
+    assert_eq!(
+        renewed.header("cache-control").as_deref(),
+        Some("max-age=60")
+    );
+    // t = 50 s: fresh again, 30 s old.
+    let after = accept(&mut iso, 50_000.0);
+    let served = iso.judge_entry(&after, &renewed, &NO_HEADERS, false);
+    assert!(
+        matches!(served, Some(EntryUse::Serve { age_s: 30, .. })),
+        "{served:?}"
+    );
+}
