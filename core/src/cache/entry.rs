@@ -316,6 +316,13 @@ mod tests {
         fields
     }
 
+    /// `response` stored plainly with `meta`, as a lookup finds it.
+    fn stored(response: &HeaderList, meta: StoredMeta) -> EntryHead {
+        let plan =
+            store_plan(URL, &HeaderList::EMPTY, response, String::new, meta, 30).expect("storable");
+        EntryHead::new(plan.edits.applied_to(response)).expect("its meta reads")
+    }
+
     fn list(fields: &[(String, String)]) -> HeaderList {
         HeaderList::from_pairs(fields.iter().map(|(n, v)| (n.as_str(), v.as_str())))
     }
@@ -406,16 +413,7 @@ mod tests {
     #[test]
     fn without_its_own_cache_control_the_runtimes_keep_time_is_not_served() {
         let response = HeaderList::from_pairs([("etag", "\"v1\""), ("expires", "x")]);
-        let plan = store_plan(
-            URL,
-            &HeaderList::EMPTY,
-            &response,
-            String::new,
-            meta(true),
-            30,
-        )
-        .expect("storable");
-        let entry = EntryHead::new(list(&applied(&response, &plan.edits))).expect("meta");
+        let entry = stored(&response, meta(true));
         let served = list(&applied(&entry.stored, &entry.served_edits(Some(0), false)));
         assert!(!served.has("cache-control") && !served.has("x-hedgehog-meta"));
         assert_eq!(served.get("expires").as_deref(), Some("x"));
@@ -424,16 +422,7 @@ mod tests {
     #[test]
     fn a_hidden_field_the_connection_names_is_dropped_not_kept() {
         let response = HeaderList::from_pairs([("connection", "expires"), ("expires", "x")]);
-        let plan = store_plan(
-            URL,
-            &HeaderList::EMPTY,
-            &response,
-            String::new,
-            meta(false),
-            30,
-        )
-        .expect("storable");
-        let entry = EntryHead::new(list(&applied(&response, &plan.edits))).expect("meta");
+        let entry = stored(&response, meta(false));
         assert!(entry.meta.hidden.is_empty());
         assert!(entry.header("expires").is_none());
     }
@@ -516,16 +505,7 @@ mod tests {
     #[test]
     fn an_origins_304_updates_the_entry_but_not_its_body_fields() {
         let response = origin_response();
-        let plan = store_plan(
-            URL,
-            &HeaderList::EMPTY,
-            &response,
-            String::new,
-            meta(true),
-            90,
-        )
-        .expect("storable");
-        let entry = EntryHead::new(list(&applied(&response, &plan.edits))).expect("meta");
+        let entry = stored(&response, meta(true));
         let fresh = HeaderList::from_pairs([
             ("cache-control", "max-age=120"),
             ("etag", "\"v1\""),
@@ -556,18 +536,7 @@ mod tests {
             ("etag", "W/\"v1\""),
             ("last-modified", "Tue, 01 Dec 2026 00:00:00 GMT"),
         ]);
-        let stored = |validated| {
-            let plan = store_plan(
-                URL,
-                &HeaderList::EMPTY,
-                &response,
-                String::new,
-                meta(validated),
-                9,
-            )
-            .expect("storable");
-            EntryHead::new(list(&applied(&response, &plan.edits))).expect("meta")
-        };
+        let stored = |validated| stored(&response, meta(validated));
         let entry = stored(true);
         assert_eq!(
             entry.validators(),

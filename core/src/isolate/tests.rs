@@ -262,28 +262,9 @@ fn stored_answer(
     now_ms: f64,
 ) -> (Exchange, Completion) {
     let mut exchange = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), now_ms));
-    let plan = match exchange.plan.take() {
-        Some(plan) => plan,
-        None => iso.plan(&exchange),
-    };
-    let (mut race, _) = iso.start(plan, &exchange, now_ms);
-    iso.handle(
-        &exchange,
-        &mut race,
-        RaceEvent::Answered(Leg::Primary, Ok(200)),
-        now_ms + 1.0,
-    );
     let fields =
         HeaderList::from_pairs([("cache-control", "max-age=60"), ("content-length", length)]);
-    let answer = Answer {
-        status: Some(200),
-        headers: &fields,
-        request: &NO_HEADERS,
-        generation: None,
-        stale_if_error: None,
-        analytics: false,
-    };
-    let done = iso.complete(&exchange, &race, &answer, url, now_ms + 1.0);
+    let done = race_to(iso, &mut exchange, url, 200, (200, &fields), now_ms);
     (exchange, done)
 }
 
@@ -388,23 +369,25 @@ fn the_isolate_says_how_an_entry_serves_or_which_fields_revalidate_it() {
     assert!(matches!(own, Some(EntryUse::Stale { validators, .. }) if validators.is_empty()));
 }
 
-/// Races `exchange` to an answer of `status` from its primary at `now_ms`
-/// and completes it with the answer's `fields` (as the glue hands them in:
-/// after a 304's merge, the merged entry's, as a 200).
+/// Races `exchange` (for `url`) to an answer of `leg_status` from its
+/// primary at `now_ms` and completes it with the answer's status and
+/// fields (as the glue hands them in: after a 304's merge, the merged
+/// entry's, as a 200).
 fn race_to(
     iso: &mut Isolate,
-    mut exchange: Exchange,
+    exchange: &mut Exchange,
+    url: &str,
     leg_status: u16,
     answer: (u16, &HeaderList),
     now_ms: f64,
 ) -> Completion {
     let plan = match exchange.plan.take() {
         Some(plan) => plan,
-        None => iso.plan(&exchange),
+        None => iso.plan(exchange),
     };
-    let (mut race, _) = iso.start(plan, &exchange, now_ms);
+    let (mut race, _) = iso.start(plan, exchange, now_ms);
     let answered = RaceEvent::Answered(Leg::Primary, Ok(leg_status));
-    iso.handle(&exchange, &mut race, answered, now_ms + 5.0);
+    iso.handle(exchange, &mut race, answered, now_ms + 5.0);
     let answer = Answer {
         status: Some(answer.0),
         headers: answer.1,
@@ -413,7 +396,7 @@ fn race_to(
         stale_if_error: None,
         analytics: false,
     };
-    iso.complete(&exchange, &race, &answer, "https://e/r/x", now_ms + 5.0)
+    iso.complete(exchange, &race, &answer, url, now_ms + 5.0)
 }
 
 #[test]
@@ -430,8 +413,8 @@ fn an_entry_goes_stale_is_revalidated_and_a_304_makes_it_fresh_again_on_the_test
         ("content-length", "5"),
         ("x-kind", "first"),
     ]);
-    let miss = accept(&mut iso, 0.0);
-    let done = race_to(&mut iso, miss, 200, (200, &origin), 0.0);
+    let mut miss = accept(&mut iso, 0.0);
+    let done = race_to(&mut iso, &mut miss, url, 200, (200, &origin), 0.0);
     let (plan, ticket) = done.store.expect("stored");
     let whole = CopyEnd {
         put: true,
@@ -449,7 +432,7 @@ fn an_entry_goes_stale_is_revalidated_and_a_304_makes_it_fresh_again_on_the_test
         "{served:?}"
     );
     // t = 20 s: stale; the legs ask the origin with its validator.
-    let later = accept(&mut iso, 20_000.0);
+    let mut later = accept(&mut iso, 20_000.0);
     let Some(EntryUse::Stale { validators, .. }) =
         iso.judge_entry(&later, &entry, &NO_HEADERS, false)
     else {
@@ -467,7 +450,7 @@ fn an_entry_goes_stale_is_revalidated_and_a_304_makes_it_fresh_again_on_the_test
         "the entry's own fields stay"
     );
     assert_eq!(merged.get("content-length").as_deref(), Some("5"));
-    let done = race_to(&mut iso, later, 304, (200, &merged), 20_000.0);
+    let done = race_to(&mut iso, &mut later, url, 304, (200, &merged), 20_000.0);
     let (plan, ticket) = done.store.expect("the merged entry is stored again");
     assert!(iso.copy_stored(&ticket, whole, false));
     let renewed = EntryHead::new(plan.edits.applied_to(&merged)).expect("meta");

@@ -233,9 +233,9 @@ mod tests {
         assert!(LogLevel::Info.logs(200));
     }
 
-    #[test]
-    fn line_is_one_json_object() {
-        let line = RequestLine {
+    /// A hedged request's line, answered by the hedge.
+    fn hedged_line() -> RequestLine {
+        RequestLine {
             level: "info",
             request_id: "r1".into(),
             trace_id: "t".into(),
@@ -253,7 +253,12 @@ mod tests {
             version: "".into(),
             refresh: false,
             error_lines_left_out: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn line_is_one_json_object() {
+        let line = hedged_line();
         let text = line.to_json();
         assert!(!text.contains('\n'));
         assert!(
@@ -278,23 +283,11 @@ mod tests {
             aborted: false,
         };
         let mut line = RequestLine {
-            level: "info",
-            request_id: "r1".into(),
-            trace_id: "t".into(),
-            method: "GET".into(),
-            route: "/api".into(),
-            status: 200,
-            answered_by: "hedge".into(),
-            total_ms: 12.5,
             hedge_delay_ms: None,
             delay_basis: None,
-            hedge_sent: true,
-            hedge_cause: Some("delay"),
-            hedge_skip: None,
             legs: vec![leg("primary", "a", None), leg("hedge", "b", Some(200))],
             version: "v9".into(),
-            refresh: false,
-            error_lines_left_out: 0,
+            ..hedged_line()
         };
         let point = line.data_point(4.0);
         assert_eq!(point.index, "/api");
