@@ -158,17 +158,6 @@ pub(crate) async fn delete_all(urls: &[String], connections: &Rc<Connections>) {
     futures::future::join_all(urls.iter().map(|url| delete(url, connections))).await;
 }
 
-/// The client's view of a stored entry, `age_s` old (the core's
-/// [`EntryHead::served_edits`]); `not_modified` gives a bodiless `304`.
-pub(crate) fn served(
-    entry: &Entry,
-    age_s: u64,
-    not_modified: bool,
-) -> worker::Result<web_sys::Response> {
-    let edits = entry.head.served_edits(Some(age_s), not_modified);
-    rebuilt(entry, &edits, not_modified)
-}
-
 /// The response a `304` revalidation gives the client: the stored body with
 /// the stored fields updated by the `304`'s ([`EntryHead::merged_edits`]).
 pub(crate) fn updated_by(

@@ -276,9 +276,9 @@ async fn finish(
     mut miss: Miss,
 ) -> worker::Result<web_sys::Response> {
     let dataset = analytics::dataset(env);
-    // A stale entry that may stand in for a failure, by its status.
+    // A stale entry that may stand in for a failure.
     let stale_if_error = match &miss.stale {
-        Some(stale) if stale.if_error => Some(stale.entry.stored.status()),
+        Some(stale) if stale.if_error => Some((stale.entry.stored.status(), &stale.entry.head)),
         _ => None,
     };
     let asked = Asked {
@@ -305,14 +305,13 @@ async fn finish(
         start_ms: exchange.started_ms,
         now_ms: now_ms(),
     };
-    let response = match (done.rescue, &miss.stale) {
-        (true, Some(Stale { entry, .. })) => {
+    let response = match (&done.rescue, &miss.stale) {
+        (Some(edits), Some(Stale { entry, .. })) => {
             // The failed answer's body is not read: its fetch is cut.
             if let Some(controller) = report.winner_controller.take() {
                 controller.abort();
             }
-            let age_s = (entry.head.meta.freshness).current_age_s(timing.now_ms / 1000.0) as u64;
-            cache::served(entry, age_s, false).and_then(|served| {
+            cache::rebuilt(entry, edits, false).and_then(|served| {
                 let how = Served::StaleIfError;
                 reply::cache_hit_response(served, how, &exchange.request_id, timing)
             })

@@ -18,8 +18,8 @@ use super::head;
 use super::isolate::Shared;
 use super::leg::{self, OutboundBody, OutboundRequest};
 use hedgehog_core::edge::{
-    Answer, Completion, Exchange, HeaderList, Leg, LegRequest, RaceEnd, RaceEvent, RacePlan,
-    RaceState, INVALID_STATUS,
+    Answer, Completion, EntryHead, Exchange, HeaderList, Leg, LegRequest, RaceEnd, RaceEvent,
+    RacePlan, RaceState, INVALID_STATUS,
 };
 
 /// How the race ended, with the response that goes to the client.
@@ -96,8 +96,8 @@ pub(crate) struct Asked<'a> {
     pub(crate) head: &'a HeaderList,
     /// The generation of the URL's stored variants its lookup found.
     pub(crate) generation: Option<&'a str>,
-    /// The status of a stale entry that may stand in for a failure.
-    pub(crate) stale_if_error: Option<u16>,
+    /// A stale entry that may stand in for a failure: its status and fields.
+    pub(crate) stale_if_error: Option<(u16, &'a EntryHead)>,
 }
 
 /// The I/O side of one leg: its fetch, its abort controller and its answer.

@@ -3,7 +3,7 @@
 //! failure, what the cache keeps, and the request's log line.
 
 use super::{Exchange, Isolate, RecentError, RECENT_ERRORS};
-use crate::cache::entry::{store_plan, StorePlan};
+use crate::cache::entry::{store_plan, EntryHead, HeaderEdits, StorePlan};
 use crate::cache::invalidation::{self, invalidates};
 use crate::cache::policy::response_freshness;
 use crate::config::Params;
@@ -26,9 +26,9 @@ pub struct Answer<'a> {
     /// The generation of the URL's stored variants a lookup found, if any
     /// (a varying answer is stored in it, else in a new one).
     pub generation: Option<&'a str>,
-    /// The status of a stale entry that `stale-if-error` lets stand in for
-    /// a failure, when there is one.
-    pub stale_if_error: Option<u16>,
+    /// A stale entry that `stale-if-error` lets stand in for a failure,
+    /// when there is one: its status and its fields.
+    pub stale_if_error: Option<(u16, &'a EntryHead)>,
     /// An analytics dataset is bound (it takes the log line's fields).
     pub analytics: bool,
 }
@@ -43,7 +43,10 @@ impl std::fmt::Debug for Answer<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Answer")
             .field("status", &self.status)
-            .field("stale_if_error", &self.stale_if_error)
+            .field(
+                "stale_if_error",
+                &self.stale_if_error.map(|(status, _)| status),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -54,8 +57,10 @@ pub struct Completion {
     /// The status the client is answered (`answered_status`, or the stale
     /// entry's on a rescue).
     pub status: u16,
-    /// Serve the stale entry instead of the failure (RFC 5861 `stale-if-error`).
-    pub rescue: bool,
+    /// Serve the stale entry instead of the failure (RFC 5861
+    /// `stale-if-error`), with these edits to its stored fields (its
+    /// current age among them).
+    pub rescue: Option<HeaderEdits>,
     /// Store the answer: where, its fields as stored, and the ticket the
     /// glue hands back when the copy is put ([`Isolate::copy_stored`]).
     /// Its declared length is already claimed from the held-body cap.
@@ -290,8 +295,9 @@ impl Isolate {
         let status = answer.status.filter(|_| won);
         let (invalidate, store) = self.cache_effects(exchange, answer, status, rescue, url, now_ms);
         let x_hedge = x_hedge(state, rescue);
-        let answered = match answer.stale_if_error.filter(|_| rescue) {
-            Some(stale) => stale,
+        let stale = answer.stale_if_error.filter(|_| rescue);
+        let answered = match stale {
+            Some((status, _)) => status,
             None => answered_status(state.end, answer.status),
         };
         let record = match self.params.log_level != LogLevel::Off || answer.analytics {
@@ -314,7 +320,10 @@ impl Isolate {
             status: answered,
             timeout_ms: state.plan.timeout_ms,
             body_idle_timeout_ms: self.params.body_idle_timeout_ms,
-            rescue,
+            rescue: stale.map(|(_, entry)| {
+                let age_s = entry.meta.freshness.current_age_s(now_ms / 1000.0) as u64;
+                entry.served_edits(Some(age_s), false)
+            }),
             store,
             invalidate,
             x_hedge,

@@ -67,7 +67,7 @@ fn an_uncacheable_get_is_planned_at_admission_and_completes_in_five_calls() {
     };
     let done = iso.complete(&exchange, &race, &answer, "https://e/api/x", 30.0);
     assert_eq!((done.x_hedge, done.status), ("none", 200));
-    assert!(done.store.is_none() && !done.rescue && done.invalidate.is_empty());
+    assert!(done.store.is_none() && done.rescue.is_none() && done.invalidate.is_empty());
     assert!(done.server_timing.starts_with("origin;dur=30.0;desc=\""));
     assert!(done.server_timing.ends_with("total;dur=30.0"));
 }
@@ -465,4 +465,48 @@ fn an_entry_goes_stale_is_revalidated_and_a_304_makes_it_fresh_again_on_the_test
         matches!(served, Some(EntryUse::Serve { age_s: 30, .. })),
         "{served:?}"
     );
+}
+
+#[test]
+fn a_stale_entry_stands_in_for_a_5xx_at_its_current_age() {
+    use crate::cache::entry::EntryHead;
+    let mut iso = isolate(&[]);
+    let url = "https://e/r/x";
+    let origin = HeaderList::from_pairs([("cache-control", "max-age=10, stale-if-error=600")]);
+    let mut first = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 0.0));
+    let done = race_to(&mut iso, &mut first, url, 200, (200, &origin), 0.0);
+    let (plan, _) = done.store.expect("stored");
+    let entry = EntryHead::new(plan.edits.applied_to(&origin)).expect("meta");
+    // 100 s later the origin fails: the entry answers, 100 s old.
+    let mut later = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 100_000.0));
+    let Some(EntryUse::Stale { if_error: true, .. }) =
+        iso.judge_entry(&later, &entry, &NO_HEADERS, false)
+    else {
+        panic!("stale, and allowed to stand in for an error");
+    };
+    let plan = later.plan.take().unwrap_or_else(|| iso.plan(&later));
+    let (mut race, _) = iso.start(plan, &later, 100_000.0);
+    iso.handle(
+        &later,
+        &mut race,
+        RaceEvent::Answered(Leg::Primary, Ok(503)),
+        100_005.0,
+    );
+    let failed = HeaderList::from_pairs([("retry-after", "1")]);
+    let answer = Answer {
+        status: Some(503),
+        headers: &failed,
+        request: &NO_HEADERS,
+        generation: None,
+        stale_if_error: Some((200, &entry)),
+        analytics: false,
+    };
+    let done = iso.complete(&later, &race, &answer, url, 100_005.0);
+    assert_eq!((done.status, done.x_hedge), (200, "stale"));
+    let edits = done.rescue.expect("the stale entry stands in");
+    assert!(
+        edits.set.contains(&("age".to_string(), "100".to_string())),
+        "{edits:?}"
+    );
+    assert!(done.store.is_none(), "a 5xx is never stored");
 }
