@@ -28,22 +28,18 @@ pub use crate::config::{
 pub use crate::race::{Leg, RaceEnd, RaceEvent, RacePlan, RaceState, INVALID_STATUS};
 
 /// What a leg sends and what the client gets back: headers, ids, traces.
-pub use crate::request::outbound::{hop_by_hop_fields, HEDGE_ATTEMPT_HEADER, REQUEST_ID_HEADER};
+pub use crate::request::outbound::{HEDGE_ATTEMPT_HEADER, REQUEST_ID_HEADER};
 
 /// A request body read, a response body watched, a coalesced flight waited on.
 pub use crate::request::{
-    body_watch::{body_whole, fixed_length, idle_message},
+    body_watch::idle_message,
     coalesce::{poll_interval_ms, FlightId, FlightState, Role},
     eligibility::NotHedgeableReason,
 };
 
-/// The shared cache's entry form (its key and fields on the way in, the
-/// lookup of a request's variant, its fields served or merged by a 304),
-/// and whether a request is conditional.
-pub use crate::cache::{
-    conditional::is_conditional,
-    entry::{lookup_step, EntryHead, HeaderEdits, LookupStep, StorePlan},
-};
+/// The shared cache's entry form: its key and fields on the way in, the
+/// lookup of a request's variant, its fields served or merged by a 304.
+pub use crate::cache::entry::{lookup_step, EntryHead, HeaderEdits, LookupStep, StorePlan};
 
 /// The log line, the metrics text's format, how a request was answered.
 pub use crate::observe::{

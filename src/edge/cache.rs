@@ -63,16 +63,15 @@ pub(crate) struct Entry {
     pub(crate) head: EntryHead,
 }
 
-impl Entry {
-    /// Adds its validators to a request (`If-None-Match`,
-    /// `If-Modified-Since`); `false` when it has none.
-    pub(crate) fn add_validators(&self, headers: &web_sys::Headers) -> worker::Result<bool> {
-        let validators = self.head.validators();
-        for (name, value) in &validators {
-            headers.set(name, value)?;
-        }
-        Ok(!validators.is_empty())
+/// Sets each of `fields` on `headers` (one call into JavaScript each).
+pub(crate) fn set_fields<N: AsRef<str>>(
+    headers: &web_sys::Headers,
+    fields: &[(N, String)],
+) -> worker::Result<()> {
+    for (name, value) in fields {
+        headers.set(name.as_ref(), value)?;
     }
+    Ok(())
 }
 
 /// Carries out the core's edits on `headers`.
@@ -80,10 +79,7 @@ fn apply(headers: &web_sys::Headers, edits: &HeaderEdits) -> worker::Result<()> 
     for name in &edits.delete {
         headers.delete(name)?;
     }
-    for (name, value) in &edits.set {
-        headers.set(name, value)?;
-    }
-    Ok(())
+    set_fields(headers, &edits.set)
 }
 
 /// What a lookup found.
@@ -111,24 +107,20 @@ pub(crate) async fn lookup(
     };
     let plain_head = head::read(&plain.headers());
     let (step, generation) = lookup_step(url, &plain_head, request_headers);
+    if step != LookupStep::Plain {
+        // A marker (or an entry no request may have) is all the plain key
+        // gives: its body is let go now.
+        if let Some(body) = plain.body() {
+            let _ = body.cancel();
+        }
+    }
     let found = match step {
         LookupStep::Plain => Some((plain, plain_head)),
-        step => {
-            // A marker (or an entry no request may have) is all the plain
-            // key gives: its body is let go now.
-            if let Some(body) = plain.body() {
-                let _ = body.cancel();
-            }
-            match step {
-                LookupStep::Variant(key) => {
-                    match_key(&cache, &key, connections).await.map(|variant| {
-                        let fields = head::read(&variant.headers());
-                        (variant, fields)
-                    })
-                }
-                _ => None,
-            }
-        }
+        LookupStep::Variant(key) => match_key(&cache, &key, connections).await.map(|variant| {
+            let fields = head::read(&variant.headers());
+            (variant, fields)
+        }),
+        LookupStep::Miss => None,
     };
     let entry = found.and_then(|(stored, fields)| {
         Some(Entry {
@@ -395,9 +387,7 @@ fn tracked_copy(
 /// long a keep time as its variant).
 fn marker_response(fields: &[(String, String)]) -> worker::Result<web_sys::Response> {
     let headers = web_sys::Headers::new()?;
-    for (name, value) in fields {
-        headers.set(name, value)?;
-    }
+    set_fields(&headers, fields)?;
     let init = web_sys::ResponseInit::new();
     init.set_status(200);
     init.set_headers_headers(&headers);

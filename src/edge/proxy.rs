@@ -135,9 +135,7 @@ fn outbound(
     // A stale entry is revalidated with the validators the isolate gave
     // (none for a conditional request): a 304 then refreshes it.
     let validators = miss.stale.as_ref().map_or(&[][..], |s| &s.validators[..]);
-    for (name, value) in validators {
-        outbound.headers.set(name, value)?;
-    }
+    cache::set_fields(&outbound.headers, validators)?;
     let revalidating = !validators.is_empty();
     Ok((outbound, revalidating))
 }

@@ -154,7 +154,7 @@ fn outbound_headers(
     entry: &Entry,
 ) -> worker::Result<web_sys::Headers> {
     let headers = leg::outbound_headers(client, exchange)?;
-    entry.add_validators(&headers)?;
+    cache::set_fields(&headers, &entry.head.validators())?;
     Ok(headers)
 }
 
