@@ -84,9 +84,12 @@ test("the advisor replays the Worker's own stats page and predicts what hedging 
   const off = row("tail-aware", 0);
   const hedged = row("tail-aware", 12);
   // Unhedged, p99 may lie past every answer the page holds (hedges cut
-  // each slow one): then it is a lower bound ("p99_known": false), and
-  // still at least the slow answers' time.
-  assert.ok(off.p99_ms >= 500, `unhedged p99 ${off.p99_ms}: the slow 5% is measured`);
+  // each slow one): then it is a lower bound ("p99_known": false), the
+  // slowest time the page holds, which is a slow answer cut when its hedge
+  // won (one fresh-machine run read 350 ms: every 600 ms answer was cut).
+  // Either way it lies far past the fast answers (about 30 ms).
+  const floor = off.p99_known ? 500 : 200;
+  assert.ok(off.p99_ms >= floor, `unhedged p99 ${off.p99_ms} (known: ${off.p99_known}): the slow 5% is measured`);
   assert.ok(hedged.p99_known, "the hedged p99 rests on answers");
   assert.ok(hedged.p99_ms < off.p99_ms / 2, `hedged p99 ${hedged.p99_ms} against ${off.p99_ms}: hedging is predicted to cut it`);
   assert.ok(hedged.extra_pct > 3 && hedged.extra_pct <= 12.5, `extra ${hedged.extra_pct}%`);
