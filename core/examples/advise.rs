@@ -279,6 +279,7 @@ fn advise_route(
                 }
             })
             .collect(),
+        cache: None,
     };
     let params = SimParams {
         scenario,

@@ -1,7 +1,7 @@
 //! The simulator's command: configurations side by side on one scenario (or
 //! all), on a virtual clock, through the Worker's own Hedger.
 //!
-//! cargo run --release -p hedgehog-core --example simulate -- [--scenario heavy-tail|...|all]
+//! cargo run --release -p hedgehog-core --example simulate -- [--scenario heavy-tail|...|all|cached-tail]
 //!   [--rate 200] [--seconds 60] [--warmup 3] [--isolates 1] [--seed 1]
 //!   [--poisson] [--worker-overhead-ms 1.5] [--pop] [--pop-rtt-ms 5]
 //!   [--routes 1] [--var KEY=VALUE (tunes the default; repeatable)] [--out sim-results]
@@ -20,8 +20,8 @@ use std::time::Instant;
 
 use hedgehog_core::pop::upkeep::SHED_ABOVE_PUSHES_PER_S;
 use hedgehog_core::sim::{
-    markdown_table, oracle_bound, run, scenario, summary_table, Configuration, IsolateCpu, Replay,
-    Row, SimParams, SummaryLine, TapeEntry, Timeline, SCENARIO_NAMES,
+    markdown_table, oracle_bound, run, scenario, summary_table, CacheCounts, Configuration,
+    IsolateCpu, Replay, Row, SimParams, SummaryLine, TapeEntry, Timeline, SCENARIO_NAMES,
 };
 
 fn configurations() -> Vec<Configuration> {
@@ -105,6 +105,27 @@ fn spell_report(runs: &[(String, Timeline)], start_s: usize, end_s: usize) -> St
     out
 }
 
+/// What the cache did under each configuration (the isolates' counts of
+/// how they served requests, warm-up included; the rest counted by the
+/// simulator).
+fn cache_report(runs: &[(String, CacheCounts)]) -> String {
+    let mut out = String::from(
+        "\nThe cache, whole run (warm-up included): requests by how the isolates served them (their own counters), and what the cache and the origins saw.\n\n\
+         | configuration | from an origin | hit | coalesced | stale-while-revalidate | stale-if-error | refreshes | revalidations (304) | stored | fresh after a 304 |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for (name, c) in runs {
+        let [origin, stale_if_error, hit, coalesced, swr, refresh] = c.served;
+        let (fresh, not) = c.after_renewal;
+        out.push_str(&format!(
+            "| {name} | {origin} | {hit} | {coalesced} | {swr} | {stale_if_error} | {refresh} | {} ({}) | {} | {fresh} of {} |\n",
+            c.revalidations, c.not_modified, c.stores, fresh + not
+        ));
+    }
+    out.push('\n');
+    out
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flag = |name: &str| args.iter().any(|a| a == name);
@@ -137,7 +158,7 @@ fn main() {
     for name in names {
         let Some(scenario) = scenario(name) else {
             eprintln!(
-                "simulate: unknown scenario {name:?}; known: {}",
+                "simulate: unknown scenario {name:?}; known: {}, cached-tail",
                 SCENARIO_NAMES.join(", ")
             );
             std::process::exit(2);
@@ -183,6 +204,7 @@ fn main() {
         // The default's legs beyond the first, per request (hedges and
         // third attempts): the load the hindsight bound is held to.
         let mut default_legs = 0.0;
+        let mut cache_counts = Vec::new();
         for mut config in configurations() {
             // `--var KEY=VALUE` (repeatable) tunes the default configuration.
             if config.name.ends_with("(default)") {
@@ -228,6 +250,7 @@ fn main() {
                     / (result.requests.max(1)) as f64;
             }
             rows.push(Row::from_result(&config.name, &result));
+            cache_counts.push((config.name.clone(), result.cache.clone()));
             spells.push((config.name.clone(), result.timeline));
         }
         let default = rows.last().cloned();
@@ -255,7 +278,12 @@ fn main() {
             }
         ));
         report.push_str(&markdown_table(&rows));
-        if let (Some(d), false) = (&default, pass_through.is_empty()) {
+        if params.scenario.cache.is_some() {
+            // Hits are no races: neither bound replays them.
+            report.push_str(&cache_report(&cache_counts));
+        }
+        if let (Some(d), false, None) = (&default, pass_through.is_empty(), &params.scenario.cache)
+        {
             let o = oracle_bound(&pass_through, d.extra_pct / 100.0);
             report.push_str(&format!(
                 "\nOracle bound at the default's extra load ({:.1}%, hedge at {:.1} ms): p99 {:.1} ms, p99.9 {:.1} ms.\n",

@@ -488,5 +488,31 @@ impl Isolate {
     }
 }
 
+/// What the simulator reads and drives of an isolate (native only).
+#[cfg(not(target_arch = "wasm32"))]
+impl Isolate {
+    /// Its Hedger: the simulator drives races through it directly.
+    pub(crate) fn hedger_mut(&mut self) -> &mut Hedger {
+        &mut self.hedger
+    }
+
+    /// ... and reads it.
+    pub(crate) fn hedger(&self) -> &Hedger {
+        &self.hedger
+    }
+
+    /// Requests by how they were served, over every route (the metrics'
+    /// counters, in [`Served`] order).
+    pub(crate) fn served_counts(&self) -> [u64; 6] {
+        let mut served = [0; 6];
+        for route in self.metrics.routes.values() {
+            for (sum, n) in served.iter_mut().zip(route.served) {
+                *sum += n;
+            }
+        }
+        served
+    }
+}
+
 #[cfg(test)]
 mod tests;

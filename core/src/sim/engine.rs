@@ -1,6 +1,8 @@
 //! The event loop: arrivals, legs at origins, hedge timers and deadlines on
-//! one virtual clock, every decision made by each isolate's [`Hedger`].
+//! one virtual clock, every decision made by each isolate's [`Hedger`] (and,
+//! where the scenario's answers are cacheable, by the isolate itself).
 
+mod cached;
 mod event_loop;
 mod intents;
 mod pop;
@@ -9,6 +11,8 @@ mod setup;
 
 use std::cmp::Ordering;
 
+pub use cached::CacheCounts;
+use cached::{CacheSide, CachedRequest};
 use intents::{Intent, Intents};
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -21,12 +25,13 @@ use super::scenario::Scenario;
 use super::timeline::Timeline;
 use crate::admission::hedge_gate::HedgeDenied;
 use crate::config::{self, ConfigError};
+use crate::isolate::Isolate;
 use crate::no_hedge::NoHedge;
 use crate::pop::aggregate::PopAggregate;
 use crate::pop::push::{Push, PushReply};
 use crate::pop::upkeep::PushLimiter;
 use crate::race::Leg;
-use crate::race::{Action, Hedger, RaceEnd, RaceState};
+use crate::race::{Action, Hedger, RaceEnd, RacePlan, RaceState};
 use crate::request::eligibility::Eligibility;
 
 /// One configuration to run: a name for the report and its `HEDGE_*` vars
@@ -77,9 +82,9 @@ pub struct RunResult {
     pub latencies_ms: Vec<f64>,
     /// Measured requests.
     pub requests: u64,
-    /// Hedges (or retries) sent for them.
+    /// Hedges (or retries) sent for them (and for background refreshes).
     pub hedges: u64,
-    /// Requests the hedge's answer served.
+    /// Requests (and refreshes) the hedge's answer served.
     pub hedge_wins: u64,
     /// Legs aborted before they answered.
     pub aborted: u64,
@@ -113,8 +118,11 @@ pub struct RunResult {
     pub isolate_busy_share: f64,
     /// Mean wait of an event for its isolate's loop, ms (measured requests' events).
     pub mean_loop_wait_ms: f64,
-    /// Every measured request, as the hindsight bound replays it.
+    /// Every measured request raced at the origins, as the hindsight bound
+    /// replays it.
     pub tape: Vec<TapeEntry>,
+    /// What the cache did (a scenario with cacheable answers).
+    pub cache: CacheCounts,
     /// Every measured request that got no hedge: (latency, why not).
     unhedged: Vec<(f64, &'static str)>,
     loop_waits: (f64, u64),
@@ -176,6 +184,15 @@ enum Event {
     ReplyArrives {
         push: u32,
     },
+    /// A waiter on a coalesced flight polls it.
+    FlightPoll {
+        req: u32,
+    },
+    /// The cache answers a lookup (`coalesced`: after a flight that stored).
+    CacheRead {
+        req: u32,
+        coalesced: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -231,6 +248,8 @@ struct Request {
     sent_to: [u8; MAX_ORIGINS],
     /// The primary as first sent: its origin, send time and queue wait.
     primary: LegSim,
+    /// Its part in the cache (a scenario with cacheable answers).
+    cached: Option<Box<CachedRequest>>,
 }
 
 /// Origins a scenario may have (the draws key and the per-request counts).
@@ -241,7 +260,9 @@ struct Sim<'a> {
     now: f64,
     seq: u64,
     queue: BinaryHeap<Scheduled>,
-    hedgers: Vec<Hedger>,
+    isolates: Vec<Isolate>,
+    /// The runtime's cache and its traffic (a scenario with cacheable answers).
+    cache: Option<CacheSide>,
     origins: Vec<Origin>,
     requests: Vec<Request>,
     rng: Rng,
@@ -322,6 +343,8 @@ pub fn run(
             }
             Event::PushArrives { push } => sim.push_arrives(push),
             Event::ReplyArrives { push } => sim.reply_arrives(push),
+            Event::FlightPoll { req } => sim.flight_poll(req),
+            Event::CacheRead { req, coalesced } => sim.cache_read(req, coalesced),
         }
     }
     Ok(sim.summarise())
@@ -338,7 +361,7 @@ impl Sim<'_> {
     }
 
     fn arrive(&mut self) {
-        let isolate = self.rng.below(self.hedgers.len());
+        let isolate = self.rng.below(self.isolates.len());
         let route = self.rng.below(self.route_names.len());
         self.take_up(isolate, route, self.now);
     }
@@ -358,23 +381,42 @@ impl Sim<'_> {
         self.note_wait(arrival_ms);
         let admit_ms = self.params.isolate_cpu.map_or(0.0, |c| c.admit_ms);
         self.spend(isolate, admit_ms);
+        if self.cache.is_some() {
+            return self.take_up_cached(isolate, route, arrival_ms);
+        }
+        let hedger = self.isolates[isolate].hedger_mut();
+        let plan = hedger.plan(GET, &self.route_names[route], self.now);
+        let id = self.new_request(isolate, arrival_ms);
+        self.begin_race(id, plan);
+    }
+
+    /// A request that arrived at `arrival_ms`, taken up by `isolate`: its
+    /// index.
+    fn new_request(&mut self, isolate: usize, arrival_ms: f64) -> u32 {
         let id = self.requests.len() as u32;
-        let now = self.now;
-        let hedger = &mut self.hedgers[isolate];
-        let plan = hedger.plan(GET, &self.route_names[route], now);
-        let delay = plan.first_timer_ms();
-        let primary = plan.primary;
-        let race = hedger.start(plan, now);
-        let timeout = hedger.params().timeout_ms;
         self.requests.push(Request {
             isolate: isolate as u32,
             arrival_ms,
             measured: arrival_ms >= self.measure_from_ms,
-            race: Some(race),
+            race: None,
             legs: [LegSim::default(); 2],
             sent_to: [0; MAX_ORIGINS],
             primary: LegSim::default(),
+            cached: None,
         });
+        id
+    }
+
+    /// Request `id`'s race begins now, as `plan` says: its primary goes out,
+    /// its hedge timer and deadline are set.
+    fn begin_race(&mut self, id: u32, plan: RacePlan) {
+        let now = self.now;
+        let r = &mut self.requests[id as usize];
+        let hedger = self.isolates[r.isolate as usize].hedger_mut();
+        let delay = plan.first_timer_ms();
+        let primary = plan.primary;
+        r.race = Some(hedger.start(plan, now));
+        let timeout = hedger.params().timeout_ms;
         self.send(id, Leg::Primary, primary);
         let r = &mut self.requests[id as usize];
         r.primary = r.legs[Leg::Primary.index()];
@@ -421,7 +463,7 @@ impl Sim<'_> {
             return; // the race is over
         };
         let isolate = r.isolate as usize;
-        let hedger = &mut self.hedgers[isolate];
+        let hedger = self.isolates[isolate].hedger_mut();
         let action = event(hedger, &mut race, now);
         let (intents, end) = Intents::of(hedger, &mut race, action, now);
         if let Some(cpu) = self.params.isolate_cpu {
@@ -487,6 +529,19 @@ impl Sim<'_> {
 
     /// The race is over (its losers already aborted): books the request.
     fn finish(&mut self, req: u32, race: &RaceState, end: RaceEnd) {
+        // A cached request's completion is the isolate's (it says the
+        // status); a refresh's ends there: nobody waits on it.
+        let answered = match self.requests[req as usize].cached.is_some() {
+            true => Some(self.complete_cached(req, race, end)),
+            false => None,
+        };
+        if matches!(answered, Some((_, true))) {
+            // Its hedges are extra origin requests all the same.
+            let measured = self.requests[req as usize].measured;
+            self.result.hedges += u64::from(measured && race.hedge_sent());
+            self.result.hedge_wins += u64::from(measured && end == RaceEnd::Won(Leg::Hedge));
+            return;
+        }
         self.maybe_push(self.requests[req as usize].isolate);
         let r = &self.requests[req as usize];
         if !r.measured {
@@ -495,9 +550,10 @@ impl Sim<'_> {
         // The response leaves once the loop has done the work for it.
         let done = self.loop_free_at[r.isolate as usize].max(self.now);
         let latency = done - r.arrival_ms + self.params.worker_overhead_ms;
-        let error = match end {
-            RaceEnd::Won(leg) => race.leg(leg).status.is_some_and(|s| s >= 500),
-            _ => true,
+        let error = match (answered, end) {
+            (Some((status, _)), _) => status >= 500,
+            (None, RaceEnd::Won(leg)) => race.leg(leg).status.is_some_and(|s| s >= 500),
+            (None, _) => true,
         };
         let arrived_s = (r.arrival_ms - self.measure_from_ms) / 1000.0;
         let primary = usize::from(r.legs[Leg::Primary.index()].origin);

@@ -14,6 +14,7 @@
 //!
 //! [`Hedger`]: crate::race::Hedger
 
+mod cacheable;
 mod empirical;
 mod engine;
 mod hindsight;
@@ -25,8 +26,9 @@ mod rng;
 mod scenario;
 mod timeline;
 
+pub use cacheable::CacheSpec;
 pub use empirical::Empirical;
-pub use engine::{run, Configuration, RunResult, SimParams, TapeEntry};
+pub use engine::{run, CacheCounts, Configuration, RunResult, SimParams, TapeEntry};
 pub use hindsight::{BoundPoint, HindsightBound, Replay};
 pub use isolate_cpu::IsolateCpu;
 pub use origin::{Episode, LatencyModel, OriginSpec, StallSpec};

@@ -3,20 +3,30 @@
 
 use super::{Event, Sim};
 use crate::pop::link::origin_rates;
+use crate::pop::push::Push;
 
 impl Sim<'_> {
     /// After a response went out, an isolate pushes if its schedule says so.
     pub(super) fn maybe_push(&mut self, isolate: u32) {
-        let Some(rtt) = self.params.aggregator_rtt_ms else {
+        if self.params.aggregator_rtt_ms.is_none() {
             return;
-        };
+        }
         let now = self.now;
-        let hedger = &mut self.hedgers[isolate as usize];
+        let hedger = self.isolates[isolate as usize].hedger_mut();
         if !hedger.pop.push_due(now) {
             return;
         }
         let quantile = hedger.params().delay.quantile;
         let push = hedger.pop.take_push(now, quantile, &self.origin_names);
+        self.send_push(isolate, push);
+    }
+
+    /// `isolate`'s `push` goes out to the aggregator now.
+    pub(super) fn send_push(&mut self, isolate: u32, push: Push) {
+        let Some(rtt) = self.params.aggregator_rtt_ms else {
+            return;
+        };
+        let now = self.now;
         let bytes = push.encode().len();
         let id = self.pushes.len() as u32;
         self.pushes.push((isolate, Some(push), bytes, None));
@@ -38,7 +48,8 @@ impl Sim<'_> {
             // Shed: the isolate hears a failure and backs off.
             self.result.pushes_shed += 1;
             let isolate = slot.0;
-            self.hedgers[isolate as usize]
+            self.isolates[isolate as usize]
+                .hedger_mut()
                 .pop
                 .push_failed(now + rtt / 2.0);
             return;
@@ -57,7 +68,7 @@ impl Sim<'_> {
         let Some(reply) = reply.take() else {
             return;
         };
-        let hedger = &mut self.hedgers[*isolate as usize];
+        let hedger = self.isolates[*isolate as usize].hedger_mut();
         hedger
             .pop
             .push_succeeded(&reply, *bytes, now, &self.origin_names);

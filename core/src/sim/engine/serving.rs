@@ -27,10 +27,11 @@ impl Sim<'_> {
         let service = o.serve(now, &mut o.draws(req, attempt));
         let rtt = o.spec.rtt_ms;
         let done = now + service.duration_ms;
+        let status = self.origin_status(req, service.status, now);
         let r = &mut self.requests[req as usize];
         let l = &mut r.legs[leg as usize];
         l.started_ms = Some(now);
-        l.status = service.status;
+        l.status = status;
         l.answered_ms = Some(done + rtt / 2.0);
         if leg == 0 && attempt == 0 && l.origin == r.primary.origin {
             r.primary = *l;

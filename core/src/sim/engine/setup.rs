@@ -3,11 +3,11 @@
 
 use std::collections::BinaryHeap;
 
-use super::{RunResult, Sim, SimParams};
+use super::{CacheCounts, CacheSide, RunResult, Sim, SimParams};
 use crate::config;
+use crate::isolate::Isolate;
 use crate::pop::aggregate::PopAggregate;
 use crate::pop::upkeep::PushLimiter;
-use crate::race::Hedger;
 use crate::sim::origin::Origin;
 use crate::sim::rng::Rng;
 use crate::sim::timeline::Timeline;
@@ -21,9 +21,9 @@ impl<'a> Sim<'a> {
             now: 0.0,
             seq: 0,
             queue: BinaryHeap::new(),
-            hedgers: (0..params.isolates.max(1))
+            isolates: (0..params.isolates.max(1))
                 .map(|i| {
-                    Hedger::new(
+                    Isolate::new(
                         hedge_params.clone(),
                         params.aggregator_rtt_ms.is_some(),
                         0.0,
@@ -50,6 +50,7 @@ impl<'a> Sim<'a> {
                 .map(|(i, spec)| Origin::new(spec.clone(), params.seed, i as u64))
                 .collect(),
             requests: Vec::new(),
+            cache: (params.scenario.cache.clone()).map(|spec| CacheSide::new(spec, params.seed)),
             rng: Rng::new(params.seed, 1),
             result: RunResult {
                 per_origin: vec![0; params.scenario.origins.len()],
@@ -65,7 +66,8 @@ impl<'a> Sim<'a> {
     /// The run's result, with what is summed over its isolates and requests.
     pub(super) fn summarise(mut self) -> RunResult {
         self.result.simulated = self.requests.len() as u64;
-        for h in &self.hedgers {
+        for iso in &self.isolates {
+            let h = iso.hedger();
             for origin in 0..self.params.scenario.origins.len() {
                 if let Some(cells) = h.payoff.cells(origin) {
                     self.result.unpaid_skips += cells.iter().map(|c| c.left_out).sum::<u64>();
@@ -73,7 +75,13 @@ impl<'a> Sim<'a> {
             }
         }
         self.result.isolate_busy_share =
-            self.loop_busy_ms / (self.params.seconds * 1000.0 * self.hedgers.len() as f64);
+            self.loop_busy_ms / (self.params.seconds * 1000.0 * self.isolates.len() as f64);
+        if let Some(side) = self.cache.take() {
+            self.result.cache = CacheCounts {
+                served: Self::served_counts(&self.isolates),
+                ..side.counts
+            };
+        }
         let (wait_sum, waits) = self.result.loop_waits;
         self.result.mean_loop_wait_ms = if waits > 0 {
             wait_sum / waits as f64
