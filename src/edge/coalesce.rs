@@ -35,15 +35,9 @@ impl LeaderGuard {
     }
 
     /// The response is in the cache (waiters read it from there), and the
-    /// isolate knows it: nothing to release.
+    /// isolate knows it (a store's copy kept, or an entry served): nothing
+    /// to release.
     pub(crate) fn disarm(mut self) {
-        self.armed = false;
-    }
-
-    /// The response is in the cache; waiters read it from there (a hit's
-    /// leader: the isolate hears it from here).
-    pub(crate) fn stored(mut self) {
-        isolate::try_with(&self.isolate, |i| i.flight_stored(&self.key, self.id));
         self.armed = false;
     }
 }

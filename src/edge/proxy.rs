@@ -216,14 +216,21 @@ async fn consult_cache(
             ..Miss::default()
         }));
     };
-    let judged = (isolate.borrow_mut()).judge_entry(exchange, &entry.head, client.head, coalesced);
-    let (how, not_modified, edits) = match judged {
+    let judged = (isolate.borrow_mut()).judge_entry(
+        exchange,
+        &entry.head,
+        client.head,
+        client.url,
+        coalesced,
+    );
+    let (how, not_modified, edits, refresh) = match judged {
         Some(EntryUse::Serve {
             how,
             not_modified,
             edits,
+            refresh,
             ..
-        }) => (how, not_modified, edits),
+        }) => (how, not_modified, edits, refresh),
         Some(EntryUse::Stale {
             if_error,
             validators,
@@ -246,12 +253,13 @@ async fn consult_cache(
             }))
         }
     };
-    // Waiters can use what is stored (fresh, or stale while it is refreshed) at once.
+    // The isolate has the flight stored (fresh, or stale while it is
+    // refreshed): its waiters read the entry at once.
     if let Some(leader) = leader.take() {
-        leader.stored();
+        leader.disarm();
     }
-    if how == Served::StaleWhileRevalidate {
-        refresh::spawn(ctx, env, isolate, client, exchange, &entry);
+    if let Some(refresh) = refresh {
+        refresh::spawn(ctx, env, isolate, client, *refresh, &entry);
     }
     let timing = Timing {
         start_ms: exchange.started_ms,

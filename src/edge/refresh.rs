@@ -10,7 +10,6 @@ use worker::{console_warn, web_sys, AnalyticsEngineDataset, Context, Env};
 
 use super::cache::{self, Entry, StoreTarget};
 use super::client::Client;
-use super::clock::now_ms;
 use super::connections::Connections;
 use super::isolate::{self, Shared};
 use super::leg::{self, OutboundBody, OutboundRequest};
@@ -19,23 +18,17 @@ use super::request_body::ClientBodyFault;
 use super::{analytics, request_log};
 use hedgehog_core::edge::{Exchange, HeaderList};
 
-/// Starts the refresh of `entry` (served stale to `client`'s request) in
-/// the background, unless one for the key runs already.
+/// Runs `refresh`, the refresh of `entry` (served stale to `client`'s
+/// request) the isolate accepted, in the background.
 pub(crate) fn spawn(
     ctx: &Context,
     env: &Env,
     shared: &Shared,
     client: Client<'_>,
-    exchange: &Exchange,
+    mut refresh: Exchange,
     entry: &Entry,
 ) {
     let url = client.url.to_string();
-    let begun = shared
-        .borrow_mut()
-        .begin_refresh(&url, exchange, client.head, now_ms());
-    let Some(mut refresh) = begun else {
-        return;
-    };
     let claim = RefreshClaim {
         isolate: Shared::clone(shared),
         url: url.clone(),

@@ -33,16 +33,19 @@ pub struct CopyEnd {
 }
 
 impl Isolate {
-    /// What the stored `entry` may do for the accepted request, whose
-    /// fields are `request` (`coalesced`: found after waiting on a flight
-    /// that stored it); an entry that may be served counts as a storable
-    /// answer, and as a request answered from the cache. `None` for a
-    /// request the cache may not answer.
+    /// What the stored `entry` may do for the accepted request for `url`,
+    /// whose fields are `request` (`coalesced`: found after waiting on a
+    /// flight that stored it); an entry that may be served counts as a
+    /// storable answer and as a request answered from the cache, ends a
+    /// leader's flight as stored, and, stale within
+    /// `stale-while-revalidate`, claims its refresh. `None` for a request
+    /// the cache may not answer.
     pub fn judge_entry(
         &mut self,
         exchange: &Exchange,
         entry: &EntryHead,
         request: &HeaderList,
+        url: &str,
         coalesced: bool,
     ) -> Option<EntryUse> {
         let directives = exchange.cache.as_ref()?;
@@ -69,12 +72,21 @@ impl Isolate {
             _ => Served::Hit,
         };
         self.metrics.served_from_cache(&exchange.route.key, how);
+        // Waiters can use what is stored at once.
+        if let Role::Leader(id) = exchange.role {
+            self.coalescer.stored(url, id);
+        }
+        // Accepted as of its client's arrival: one clock read less.
+        let refresh = (refresh)
+            .then(|| self.begin_refresh(url, exchange, request, exchange.started_ms))
+            .flatten();
         let not_modified = how == Served::Hit && entry.answers_not_modified(request);
         Some(EntryUse::Serve {
             age_s,
             how,
             not_modified,
             edits: entry.served_edits(Some(age_s), not_modified),
+            refresh: refresh.map(Box::new),
         })
     }
 
@@ -179,13 +191,8 @@ impl Isolate {
         self.refreshes.remove(key);
     }
 
-    /// The leader of flight `id` for `key` stored its answer; waiters read it.
-    pub fn flight_stored(&mut self, key: &str, id: FlightId) {
-        self.coalescer.stored(key, id);
-    }
-
-    /// The leader of flight `id` is done without storing (no effect after
-    /// [`Isolate::flight_stored`]): waiters fetch for themselves.
+    /// The leader of flight `id` is done without storing (no effect once
+    /// the flight is stored): waiters fetch for themselves.
     pub fn flight_released(&mut self, key: &str, id: FlightId) {
         self.coalescer.release(key, id);
     }

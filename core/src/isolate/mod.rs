@@ -54,10 +54,11 @@ pub const MAX_REFRESHES: usize = 256;
 const CACHE_PROBE_EVERY: u64 = 64;
 
 /// What a stored entry may do for a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum EntryUse {
-    /// Serve it at this age; `refresh` when it is stale within
-    /// `stale-while-revalidate` and is refreshed in the background.
+    /// Serve it at this age (a leader's flight is then stored: its waiters
+    /// read the entry); `refresh` when it is stale within
+    /// `stale-while-revalidate`, and this request refreshes it.
     Serve {
         /// Its age, seconds.
         age_s: u64,
@@ -68,6 +69,10 @@ pub enum EntryUse {
         not_modified: bool,
         /// What makes its stored fields the client's.
         edits: HeaderEdits,
+        /// The background refresh to run, accepted and planned, when this
+        /// request claimed it (one per key at a time, within
+        /// [`MAX_REFRESHES`]); its end is [`Isolate::end_refresh`].
+        refresh: Option<Box<Exchange>>,
     },
     /// Too stale to serve: the race's legs ask the origin with its
     /// validators (none when the client's request is conditional itself:

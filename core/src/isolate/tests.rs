@@ -338,7 +338,8 @@ fn the_isolate_says_how_an_entry_serves_or_which_fields_revalidate_it() {
         how,
         not_modified,
         edits,
-    }) = iso.judge_entry(&plain, &entry(60.0), &NO_HEADERS, false)
+        refresh: None,
+    }) = iso.judge_entry(&plain, &entry(60.0), &NO_HEADERS, url, false)
     else {
         panic!("a fresh entry serves");
     };
@@ -351,22 +352,82 @@ fn the_isolate_says_how_an_entry_serves_or_which_fields_revalidate_it() {
         not_modified: true,
         edits,
         ..
-    }) = iso.judge_entry(&asking, &entry(60.0), &inm, false)
+    }) = iso.judge_entry(&asking, &entry(60.0), &inm, url, false)
     else {
         panic!("a matching conditional request gets a 304");
     };
     assert!(edits.delete.iter().any(|n| n == "content-length"));
     // Too stale: the legs revalidate it, unless the client asks its own question.
-    let stale = iso.judge_entry(&plain, &entry(0.0), &NO_HEADERS, false);
-    assert_eq!(
-        stale,
-        Some(EntryUse::Stale {
-            if_error: false,
-            validators: vec![("if-none-match", "\"v1\"".to_string())],
-        })
+    let stale = iso.judge_entry(&plain, &entry(0.0), &NO_HEADERS, url, false);
+    assert!(
+        matches!(&stale, Some(EntryUse::Stale { if_error: false, validators })
+            if validators == &[("if-none-match", "\"v1\"".to_string())]),
+        "{stale:?}"
     );
-    let own = iso.judge_entry(&asking, &entry(0.0), &inm, false);
+    let own = iso.judge_entry(&asking, &entry(0.0), &inm, url, false);
     assert!(matches!(own, Some(EntryUse::Stale { validators, .. }) if validators.is_empty()));
+}
+
+#[test]
+fn an_entry_served_ends_its_leaders_flight_and_one_stale_while_revalidate_serve_claims_the_refresh()
+{
+    use crate::cache::entry::EntryHead;
+    use crate::cache::freshness::StoredMeta;
+    use crate::cache::policy::EntryMeta;
+    let mut iso = isolate(&[]);
+    let url = "https://e/r/x";
+    // Stale for 5 s of its 60 of stale-while-revalidate.
+    let entry = EntryHead {
+        stored: HeaderList::from_pairs([("etag", "\"v1\"")]),
+        meta: EntryMeta {
+            freshness: StoredMeta {
+                response_time_s: 0.0,
+                initial_age_s: 0.0,
+                lifetime_s: 10.0,
+                stale_while_revalidate_s: 60.0,
+                stale_if_error_s: 0.0,
+                must_revalidate: false,
+                has_validator: true,
+            },
+            hidden: Vec::new(),
+        },
+    };
+    let first = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 0.0));
+    iso.learn_storable(&first.route.key, true);
+    let leader = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 15_000.0));
+    let Role::Leader(id) = leader.role else {
+        panic!("a known storable route coalesces: {:?}", leader.role);
+    };
+    let Some(EntryUse::Serve {
+        how: Served::StaleWhileRevalidate,
+        refresh: Some(refresh),
+        ..
+    }) = iso.judge_entry(&leader, &entry, &NO_HEADERS, url, false)
+    else {
+        panic!("served stale, refreshed");
+    };
+    assert!(
+        refresh.refresh && refresh.plan.is_some(),
+        "accepted, planned"
+    );
+    assert_eq!(iso.flight_state(url, id, 15_001.0), FlightState::Stored);
+    // The next request is served stale too, but the refresh is claimed.
+    let next = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 15_010.0));
+    let again = iso.judge_entry(&next, &entry, &NO_HEADERS, url, false);
+    assert!(
+        matches!(again, Some(EntryUse::Serve { refresh: None, .. })),
+        "{again:?}"
+    );
+    iso.end_refresh(url);
+    let later = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 15_020.0));
+    let claimed = iso.judge_entry(&later, &entry, &NO_HEADERS, url, false);
+    assert!(matches!(
+        claimed,
+        Some(EntryUse::Serve {
+            refresh: Some(_),
+            ..
+        })
+    ));
 }
 
 /// Races `exchange` (for `url`) to an answer of `leg_status` from its
@@ -426,7 +487,7 @@ fn an_entry_goes_stale_is_revalidated_and_a_304_makes_it_fresh_again_on_the_test
     let entry = EntryHead::new(plan.edits.applied_to(&origin)).expect("its meta reads");
     // t = 5 s: fresh, served at its age.
     let hit = accept(&mut iso, 5_000.0);
-    let served = iso.judge_entry(&hit, &entry, &NO_HEADERS, false);
+    let served = iso.judge_entry(&hit, &entry, &NO_HEADERS, url, false);
     assert!(
         matches!(served, Some(EntryUse::Serve { age_s: 5, .. })),
         "{served:?}"
@@ -434,7 +495,7 @@ fn an_entry_goes_stale_is_revalidated_and_a_304_makes_it_fresh_again_on_the_test
     // t = 20 s: stale; the legs ask the origin with its validator.
     let mut later = accept(&mut iso, 20_000.0);
     let Some(EntryUse::Stale { validators, .. }) =
-        iso.judge_entry(&later, &entry, &NO_HEADERS, false)
+        iso.judge_entry(&later, &entry, &NO_HEADERS, url, false)
     else {
         panic!("stale after its 10 s");
     };
@@ -460,7 +521,7 @@ fn an_entry_goes_stale_is_revalidated_and_a_304_makes_it_fresh_again_on_the_test
     );
     // t = 50 s: fresh again, 30 s old.
     let after = accept(&mut iso, 50_000.0);
-    let served = iso.judge_entry(&after, &renewed, &NO_HEADERS, false);
+    let served = iso.judge_entry(&after, &renewed, &NO_HEADERS, url, false);
     assert!(
         matches!(served, Some(EntryUse::Serve { age_s: 30, .. })),
         "{served:?}"
@@ -480,7 +541,7 @@ fn a_stale_entry_stands_in_for_a_5xx_at_its_current_age() {
     // 100 s later the origin fails: the entry answers, 100 s old.
     let mut later = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 100_000.0));
     let Some(EntryUse::Stale { if_error: true, .. }) =
-        iso.judge_entry(&later, &entry, &NO_HEADERS, false)
+        iso.judge_entry(&later, &entry, &NO_HEADERS, url, false)
     else {
         panic!("stale, and allowed to stand in for an error");
     };

@@ -279,23 +279,16 @@ impl Sim<'_> {
             return self.race_cached(req);
         };
         let iso = &mut self.isolates[r.isolate as usize];
-        let judged = iso.judge_entry(&c.exchange, &entry, &NO_FIELDS, coalesced);
+        let judged = iso.judge_entry(&c.exchange, &entry, &NO_FIELDS, &c.url, coalesced);
         let fresh = matches!(&judged, Some(EntryUse::Serve { how, .. }) if *how != Served::StaleWhileRevalidate);
         side.counts.after_renewal.0 += u64::from(renewed && fresh);
         side.counts.after_renewal.1 += u64::from(renewed && !fresh);
         match judged {
-            Some(EntryUse::Serve { how, .. }) => {
-                // Waiters can use what is stored at once.
-                if let Role::Leader(id) = c.exchange.role {
-                    iso.flight_stored(&c.url, id);
-                }
-                let refresh = (how == Served::StaleWhileRevalidate)
-                    .then(|| iso.begin_refresh(&c.url, &c.exchange, &NO_FIELDS, now))
-                    .flatten();
+            Some(EntryUse::Serve { refresh, .. }) => {
                 let (url, key) = (c.url.clone(), c.key);
                 if let Some(refresh) = refresh {
                     let validator = entry.header("etag").map(|e| e.into_owned());
-                    self.start_refresh(req, refresh, url, key, validator);
+                    self.start_refresh(req, *refresh, url, key, validator);
                 }
                 self.served_from_cache(req);
             }
