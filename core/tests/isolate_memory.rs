@@ -56,6 +56,7 @@ fn request(iso: &mut Isolate, method: &str, url: &str, status: u16, now_ms: f64)
         request: &NO_HEADERS,
         generation: None,
         stale_if_error: None,
+        revalidated: None,
         analytics: false,
     };
     // A write's invalidation is recorded by the completion itself.

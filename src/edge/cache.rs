@@ -150,18 +150,6 @@ pub(crate) async fn delete_all(urls: &[String], connections: &Rc<Connections>) {
     futures::future::join_all(urls.iter().map(|url| delete(url, connections))).await;
 }
 
-/// The response a `304` revalidation gives the client: the stored body with
-/// the stored fields updated by the `304`'s ([`EntryHead::merged_edits`]).
-pub(crate) fn updated_by(
-    entry: &Entry,
-    not_modified: &web_sys::Response,
-) -> worker::Result<web_sys::Response> {
-    let edits = entry
-        .head
-        .merged_edits(&head::read(&not_modified.headers()));
-    rebuilt(entry, &edits, false)
-}
-
 /// A new response from the stored entry with `edits` on its fields (a
 /// bodiless `304` when `not_modified`).
 pub(crate) fn rebuilt(
@@ -215,6 +203,16 @@ pub(crate) fn store(
     }
 }
 
+/// The copy a completion's store plan asked for could not be made: the
+/// isolate gives back what its ticket claimed.
+pub(crate) fn copy_refused(isolate: &Shared, ticket: &StoreTicket) {
+    let refused = CopyEnd {
+        refused: true,
+        ..CopyEnd::default()
+    };
+    isolate::try_with(isolate, |i| i.copy_stored(ticket, refused, false));
+}
+
 /// The work of [`store`] as a future, for a caller already in the
 /// background; `None` when the copy cannot be made (the isolate has heard).
 pub(crate) fn store_task(
@@ -243,11 +241,7 @@ pub(crate) fn store_task(
         Some((cache, marker, copy, progress))
     });
     let Some((cache, marker, copy, progress)) = made else {
-        let refused = CopyEnd {
-            refused: true,
-            ..CopyEnd::default()
-        };
-        isolate::try_with(&shared, |i| i.copy_stored(&ticket, refused, false));
+        copy_refused(&shared, &ticket);
         return None;
     };
     let url = target.url.to_string();

@@ -78,7 +78,7 @@ pub(crate) async fn run(
         Some(plan) => plan,
         None => isolate.borrow_mut().plan(&exchange),
     };
-    let (mut outbound, revalidating) = outbound(client, &exchange, body, fault, &miss)?;
+    let mut outbound = outbound(client, &exchange, body, fault, &miss)?;
     let signal = client.req.signal();
     let report = race::run(
         isolate,
@@ -89,7 +89,7 @@ pub(crate) async fn run(
         client.connections,
     )
     .await;
-    let mut report = match report {
+    let report = match report {
         Ok(report) => report,
         Err(e) => {
             // The Worker's own failure: no origin was asked or is blamed.
@@ -98,15 +98,6 @@ pub(crate) async fn run(
         }
     };
     drop(held);
-    // A 304 to the Worker's own revalidation: the client gets the stored
-    // entry, updated by the 304's headers, and the cache keeps that.
-    if let (true, Some(stale), Outcome::Won(response)) =
-        (revalidating, &miss.stale, &mut report.outcome)
-    {
-        if response.status() == 304 {
-            *response = cache::updated_by(&stale.entry, response)?;
-        }
-    }
     if matches!(report.outcome, Outcome::ClientGone) {
         // A streamed upload that broke off is the client's error, answered
         // (when the client still listens) like any other bad request.
@@ -118,14 +109,14 @@ pub(crate) async fn run(
     Box::pin(finish(client, env, ctx, isolate, &exchange, report, miss)).await
 }
 
-/// The request the legs send, and whether it revalidates a stale entry.
+/// The request the legs send.
 fn outbound(
     client: Client<'_>,
     exchange: &Exchange,
     body: OutboundBody,
     fault: ClientBodyFault,
     miss: &Miss,
-) -> worker::Result<(OutboundRequest, bool)> {
+) -> worker::Result<OutboundRequest> {
     let outbound = OutboundRequest {
         method: exchange.method.clone(),
         headers: leg::outbound_headers(client.headers, exchange)?,
@@ -136,8 +127,7 @@ fn outbound(
     // (none for a conditional request): a 304 then refreshes it.
     let validators = miss.stale.as_ref().map_or(&[][..], |s| &s.validators[..]);
     cache::set_fields(&outbound.headers, validators)?;
-    let revalidating = !validators.is_empty();
-    Ok((outbound, revalidating))
+    Ok(outbound)
 }
 
 /// The body the legs send; `Err` with the 400's message for a GET or HEAD
@@ -180,24 +170,20 @@ async fn read_body(
 }
 
 /// Waits on a coalesced flight and looks in the cache as the intake said:
-/// `Err(response)` when the cache answers (or the client left), else what
-/// the race needs of it.
-async fn consult_cache(
+/// `Err(response)` when the client left while it waited, else what was
+/// found and whether after a flight that stored it (`coalesced`).
+async fn find_entry(
     client: Client<'_>,
-    env: &Env,
-    ctx: &Context,
     isolate: &Shared,
     exchange: &Exchange,
-    mut leader: Option<LeaderGuard>,
-) -> worker::Result<Result<Miss, worker::Result<web_sys::Response>>> {
-    let request_id = &exchange.request_id;
+) -> Result<(cache::Lookup, bool), worker::Result<web_sys::Response>> {
     let mut found = cache::Lookup::default();
     let mut coalesced = false;
     if let Role::Waiter(id) = exchange.role {
         let signal = client.req.signal();
         let Some(outcome) = coalesce::wait_for(isolate, client.url, id, || signal.aborted()).await
         else {
-            return Ok(Err(reply::client_gone(request_id)));
+            return Err(reply::client_gone(&exchange.request_id));
         };
         if matches!(outcome, FlightState::Stored | FlightState::Unknown) {
             found = cache::lookup(client.url, client.head, client.connections).await;
@@ -209,6 +195,24 @@ async fn consult_cache(
     if exchange.look_up_cache && !coalesced {
         found = cache::lookup(client.url, client.head, client.connections).await;
     }
+    Ok((found, coalesced))
+}
+
+/// Finds what the cache holds for the request ([`find_entry`]) and does
+/// what the isolate says of it: `Err(response)` when the cache answers (or
+/// the client left), else what the race needs of it.
+async fn consult_cache(
+    client: Client<'_>,
+    env: &Env,
+    ctx: &Context,
+    isolate: &Shared,
+    exchange: &Exchange,
+    mut leader: Option<LeaderGuard>,
+) -> worker::Result<Result<Miss, worker::Result<web_sys::Response>>> {
+    let (mut found, coalesced) = match find_entry(client, isolate, exchange).await {
+        Ok(found) => found,
+        Err(gone) => return Ok(Err(gone)),
+    };
     let Some(entry) = found.entry.take() else {
         return Ok(Ok(Miss {
             generation: found.generation,
@@ -287,13 +291,33 @@ async fn finish(
         Some(stale) if stale.if_error => Some((stale.entry.stored.status(), &stale.entry.head)),
         _ => None,
     };
+    // The entry the legs asked about with its validators.
+    let revalidated = (miss.stale.as_ref())
+        .filter(|stale| !stale.validators.is_empty())
+        .map(|stale| (stale.entry.stored.status(), &stale.entry.head));
     let asked = Asked {
         url: client.url,
         head: client.head,
         generation: miss.generation.as_deref(),
         stale_if_error,
+        revalidated,
     };
     let mut done = report.complete(isolate, exchange, asked, dataset.is_some());
+    // A 304 to them: the client gets the entry it updated, and the cache
+    // keeps that.
+    if let (Some(edits), Some(stale), Outcome::Won(response)) =
+        (&done.merged, &miss.stale, &mut report.outcome)
+    {
+        match cache::rebuilt(&stale.entry, edits, false) {
+            Ok(updated) => *response = updated,
+            Err(e) => {
+                if let Some((_, ticket)) = &done.store {
+                    cache::copy_refused(isolate, ticket);
+                }
+                return Err(e);
+            }
+        }
+    }
     let kept = report.kept_response();
     cache::delete_all(&done.invalidate, client.connections).await;
     if let (Some(plan), Some(response)) = (done.store.take(), kept) {

@@ -73,7 +73,7 @@ impl RaceReport {
     ) -> Completion {
         let kept = self.kept_response();
         let status = kept.map(web_sys::Response::status);
-        // Read once, after a `304` merge: every rule reads it in the core.
+        // Read once: every rule reads it in the core (a `304`'s merge too).
         let kept_head = kept.map(|r| head::read(&r.headers())).unwrap_or_default();
         let answer = Answer {
             status,
@@ -81,6 +81,7 @@ impl RaceReport {
             request: asked.head,
             generation: asked.generation,
             stale_if_error: asked.stale_if_error,
+            revalidated: asked.revalidated,
             analytics,
         };
         (isolate.borrow_mut()).complete(exchange, &self.state, &answer, asked.url, now_ms())
@@ -98,6 +99,9 @@ pub(crate) struct Asked<'a> {
     pub(crate) generation: Option<&'a str>,
     /// A stale entry that may stand in for a failure: its status and fields.
     pub(crate) stale_if_error: Option<(u16, &'a EntryHead)>,
+    /// The stored entry the legs asked about with its validators: its
+    /// status and fields.
+    pub(crate) revalidated: Option<(u16, &'a EntryHead)>,
 }
 
 /// The I/O side of one leg: its fetch, its abort controller and its answer.

@@ -98,16 +98,15 @@ impl End<'_> {
     /// recent errors, the log line, what the cache keeps), then the store of
     /// the answer or of the entry a `304` updated.
     async fn complete(&self, refresh: &Exchange, mut report: RaceReport) {
-        if let Outcome::Won(response) = &mut report.outcome {
+        let mut entry = None;
+        if let Outcome::Won(response) = &report.outcome {
             if response.status() == 304 {
-                // The stored body is read again: the client's copy used the first.
+                // The stored body is read again: the client's copy used the
+                // first. Gone from the cache meanwhile (a write, an
+                // eviction): the bare 304 is still counted and logged, and
+                // stores nothing (304 is not a stored status).
                 let found = cache::lookup(self.url, self.request_headers, self.connections).await;
-                // Gone from the cache meanwhile (a write, an eviction): the
-                // bare 304 is still counted and logged, and stores nothing
-                // (304 is not a stored status).
-                if let Some(Ok(updated)) = found.entry.map(|e| cache::updated_by(&e, response)) {
-                    *response = updated;
-                }
+                entry = found.entry;
             }
         }
         let asked = Asked {
@@ -115,10 +114,26 @@ impl End<'_> {
             head: self.request_headers,
             generation: None,
             stale_if_error: None,
+            revalidated: (entry.as_ref()).map(|e| (e.stored.status(), &e.head)),
         };
         let done = report.complete(self.shared, refresh, asked, self.dataset.is_some());
-        let kept = report.kept_response();
         request_log::write(done.record, self.dataset);
+        // The entry the 304 updated is what the cache keeps (never the bare 304).
+        if let (Some(edits), Some(entry), Outcome::Won(response)) =
+            (&done.merged, &entry, &mut report.outcome)
+        {
+            match cache::rebuilt(entry, edits, false) {
+                Ok(updated) => *response = updated,
+                Err(e) => {
+                    console_warn!("hedgehog-edge: could not rebuild a refreshed entry: {e:?}");
+                    if let Some((_, ticket)) = &done.store {
+                        cache::copy_refused(self.shared, ticket);
+                    }
+                    return;
+                }
+            }
+        }
+        let kept = report.kept_response();
         let (Some(plan), Some(response)) = (done.store, kept) else {
             return;
         };

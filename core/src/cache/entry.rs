@@ -37,17 +37,34 @@ pub struct HeaderEdits {
 impl HeaderEdits {
     /// `head` with these edits carried out as `Headers` does them: a delete
     /// takes every field of its name, a set replaces them with one (at
-    /// the end). What the glue does to a runtime `Headers`, for the native
-    /// tests that follow an entry through its life.
+    /// the end; a later set of a name wins). What the glue does to a
+    /// runtime `Headers`: the completion reads a `304`'s merge this way.
     pub fn applied_to(&self, head: &HeaderList) -> HeaderList {
-        let mut fields: Vec<(&str, &str)> = (head.fields())
-            .filter(|(n, _)| !self.delete.iter().any(|d| d == n))
-            .collect();
-        for (name, value) in &self.set {
-            fields.retain(|(n, _)| n != name);
-            fields.push((name, value));
+        let mut joined = String::new();
+        let mut push = |name: &str, value: &str| {
+            // A value holding a `\n` is left out, as the runtime would refuse it.
+            if value.contains('\n') {
+                return;
+            }
+            if !joined.is_empty() {
+                joined.push('\n');
+            }
+            joined.push_str(name);
+            joined.push('\n');
+            joined.push_str(value);
+        };
+        let edited = |name: &str| {
+            self.delete.iter().any(|d| d == name) || self.set.iter().any(|(s, _)| s == name)
+        };
+        for (name, value) in head.fields().filter(|(n, _)| !edited(n)) {
+            push(name, value);
         }
-        HeaderList::from_pairs(fields)
+        for (i, (name, value)) in self.set.iter().enumerate() {
+            if !self.set[i + 1..].iter().any(|(later, _)| later == name) {
+                push(name, value);
+            }
+        }
+        HeaderList::from_joined(joined)
     }
 }
 

@@ -16,6 +16,7 @@ use crate::request::coalesce::{FlightId, Role};
 use crate::request::outbound::hop_by_hop_fields;
 
 /// The answer a race ended with, as the Worker sees it.
+#[derive(Clone, Copy)]
 pub struct Answer<'a> {
     /// The kept leg's response status (`None` without a response).
     pub status: Option<u16>,
@@ -29,6 +30,10 @@ pub struct Answer<'a> {
     /// A stale entry that `stale-if-error` lets stand in for a failure,
     /// when there is one: its status and its fields.
     pub stale_if_error: Option<(u16, &'a EntryHead)>,
+    /// The stored entry the legs asked about with its validators (a
+    /// revalidation, a refresh), when they did: its status and its fields.
+    /// A `304` answers with this entry, updated by the `304`'s fields.
+    pub revalidated: Option<(u16, &'a EntryHead)>,
     /// An analytics dataset is bound (it takes the log line's fields).
     pub analytics: bool,
 }
@@ -61,6 +66,10 @@ pub struct Completion {
     /// `stale-if-error`), with these edits to its stored fields (its
     /// current age among them).
     pub rescue: Option<HeaderEdits>,
+    /// A `304` to the legs' validators: the answer is the revalidated
+    /// entry with these edits to its stored fields (RFC 9111 section
+    /// 4.3.4), and that is what is stored.
+    pub merged: Option<HeaderEdits>,
     /// Store the answer: where, its fields as stored, and the ticket the
     /// glue hands back when the copy is put ([`Isolate::copy_stored`]).
     /// Its declared length is already claimed from the held-body cap.
@@ -271,6 +280,38 @@ impl Isolate {
         now_ms: f64,
     ) -> Completion {
         let won = matches!(state.end, Some(RaceEnd::Won(_)));
+        // A 304 to the Worker's own validators: every rule below reads the
+        // entry it updated.
+        let merged = match (won, answer.status, answer.revalidated) {
+            (true, Some(304), Some((_, entry))) => Some(entry.merged_edits(answer.headers)),
+            _ => None,
+        };
+        let merged_fields = (merged.as_ref().zip(answer.revalidated))
+            .map(|(edits, (status, entry))| (status, edits.applied_to(&entry.stored)));
+        let answer = &match &merged_fields {
+            Some((status, fields)) => Answer {
+                status: Some(*status),
+                headers: fields,
+                ..*answer
+            },
+            None => *answer,
+        };
+        Completion {
+            merged,
+            ..self.complete_answer(exchange, state, answer, url, now_ms)
+        }
+    }
+
+    /// [`Isolate::complete`] of `answer` as it stands (a `304` merged).
+    fn complete_answer(
+        &mut self,
+        exchange: &Exchange,
+        state: &RaceState,
+        answer: &Answer<'_>,
+        url: &str,
+        now_ms: f64,
+    ) -> Completion {
+        let won = matches!(state.end, Some(RaceEnd::Won(_)));
         let (client_error, origin_failed) = match (won, answer.status) {
             // RFC 5861: the errors a stale-if-error copy may stand in for.
             (true, Some(s)) => (s >= 500, matches!(s, 500 | 502 | 503 | 504)),
@@ -320,6 +361,7 @@ impl Isolate {
             status: answered,
             timeout_ms: state.plan.timeout_ms,
             body_idle_timeout_ms: self.params.body_idle_timeout_ms,
+            merged: None,
             rescue: stale.map(|(_, entry)| {
                 let age_s = entry.meta.freshness.current_age_s(now_ms / 1000.0) as u64;
                 entry.served_edits(Some(age_s), false)

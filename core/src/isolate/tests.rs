@@ -63,6 +63,7 @@ fn an_uncacheable_get_is_planned_at_admission_and_completes_in_five_calls() {
         request: &NO_HEADERS,
         generation: None,
         stale_if_error: None,
+        revalidated: None,
         analytics: false,
     };
     let done = iso.complete(&exchange, &race, &answer, "https://e/api/x", 30.0);
@@ -216,6 +217,7 @@ fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
         request: &NO_HEADERS,
         generation: None,
         stale_if_error: None,
+        revalidated: None,
         analytics: false,
     };
     let done = iso.complete(&refresh, &race, &answer, url, 40.0);
@@ -432,14 +434,34 @@ fn an_entry_served_ends_its_leaders_flight_and_one_stale_while_revalidate_serve_
 
 /// Races `exchange` (for `url`) to an answer of `leg_status` from its
 /// primary at `now_ms` and completes it with the answer's status and
-/// fields (as the glue hands them in: after a 304's merge, the merged
-/// entry's, as a 200).
+/// fields.
 fn race_to(
     iso: &mut Isolate,
     exchange: &mut Exchange,
     url: &str,
     leg_status: u16,
     answer: (u16, &HeaderList),
+    now_ms: f64,
+) -> Completion {
+    let answer = Answer {
+        status: Some(answer.0),
+        headers: answer.1,
+        request: &NO_HEADERS,
+        generation: None,
+        stale_if_error: None,
+        revalidated: None,
+        analytics: false,
+    };
+    race_to_answer(iso, exchange, url, leg_status, &answer, now_ms)
+}
+
+/// [`race_to`] with the whole answer as the glue hands it in.
+fn race_to_answer(
+    iso: &mut Isolate,
+    exchange: &mut Exchange,
+    url: &str,
+    leg_status: u16,
+    answer: &Answer<'_>,
     now_ms: f64,
 ) -> Completion {
     let plan = match exchange.plan.take() {
@@ -449,15 +471,7 @@ fn race_to(
     let (mut race, _) = iso.start(plan, exchange, now_ms);
     let answered = RaceEvent::Answered(Leg::Primary, Ok(leg_status));
     iso.handle(exchange, &mut race, answered, now_ms + 5.0);
-    let answer = Answer {
-        status: Some(answer.0),
-        headers: answer.1,
-        request: &NO_HEADERS,
-        generation: None,
-        stale_if_error: None,
-        analytics: false,
-    };
-    iso.complete(exchange, &race, &answer, url, now_ms + 5.0)
+    iso.complete(exchange, &race, answer, url, now_ms + 5.0)
 }
 
 #[test]
@@ -504,14 +518,27 @@ fn an_entry_goes_stale_is_revalidated_and_a_304_makes_it_fresh_again_on_the_test
     // the client gets and what is stored again.
     let not_modified =
         HeaderList::from_pairs([("cache-control", "max-age=60"), ("etag", "\"v1\"")]);
-    let merged = entry.merged_edits(&not_modified).applied_to(&entry.stored);
+    let answer = Answer {
+        status: Some(304),
+        headers: &not_modified,
+        request: &NO_HEADERS,
+        generation: None,
+        stale_if_error: None,
+        revalidated: Some((200, &entry)),
+        analytics: false,
+    };
+    let done = race_to_answer(&mut iso, &mut later, url, 304, &answer, 20_000.0);
+    assert_eq!(done.status, 200, "the client gets the entry");
+    let merged = (done.merged.as_ref())
+        .expect("merged")
+        .applied_to(&entry.stored);
     assert_eq!(
         merged.get("x-kind").as_deref(),
         Some("first"),
         "the entry's own fields stay"
     );
     assert_eq!(merged.get("content-length").as_deref(), Some("5"));
-    let done = race_to(&mut iso, &mut later, url, 304, (200, &merged), 20_000.0);
+    assert_eq!(done.body_length, Some(5), "the entry's body, declared");
     let (plan, ticket) = done.store.expect("the merged entry is stored again");
     assert!(iso.copy_stored(&ticket, whole, false));
     let renewed = EntryHead::new(plan.edits.applied_to(&merged)).expect("meta");
@@ -560,6 +587,7 @@ fn a_stale_entry_stands_in_for_a_5xx_at_its_current_age() {
         request: &NO_HEADERS,
         generation: None,
         stale_if_error: Some((200, &entry)),
+        revalidated: None,
         analytics: false,
     };
     let done = iso.complete(&later, &race, &answer, url, 100_005.0);

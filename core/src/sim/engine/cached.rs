@@ -135,37 +135,38 @@ impl CacheSide {
         }
     }
 
-    /// The status and fields of the answer request `c`'s race kept (its
-    /// status as drawn and when its origin served it; `None`: no answer): a
-    /// `304` is merged into the stale entry the race revalidated or (a
-    /// refresh) the one the cache holds now, as the glue does.
+    /// The origin's answer request `c`'s race kept (its status as drawn and
+    /// when the origin served it; `None`: no answer), as its legs asked.
     fn kept_answer(
-        &mut self,
-        c: &mut CachedRequest,
+        &self,
+        c: &CachedRequest,
         kept: Option<(u16, f64)>,
-        now_ms: f64,
     ) -> (Option<u16>, HeaderList) {
         let Some((drawn, served_ms)) = kept else {
             return (None, HeaderList::EMPTY);
         };
         let inm = c.if_none_match.as_deref();
-        let (status, fields) = (self.spec).origin_answer(c.key, drawn, inm, served_ms);
-        if status != 304 {
-            return (Some(status), fields);
+        let (status, fields) = self.spec.origin_answer(c.key, drawn, inm, served_ms);
+        (Some(status), fields)
+    }
+
+    /// The entry request `c`'s legs asked about with its validators, when
+    /// a `304` (`status`) answered them: the stale entry its race
+    /// revalidated or (a refresh) the one the cache holds now, read again as
+    /// the glue does (gone meanwhile: none, and the bare `304` stands).
+    fn revalidated(
+        &self,
+        c: &CachedRequest,
+        status: Option<u16>,
+        now_ms: f64,
+    ) -> Option<(u16, EntryHead)> {
+        if status != Some(304) || c.if_none_match.is_none() {
+            return None;
         }
-        let entry = match c.stale.take() {
-            Some((s, entry, _)) => Some((s, entry)),
+        match &c.stale {
+            Some((status, entry, _)) => Some((*status, entry.clone())),
             None => self.runtime.lookup(&c.url, &NO_FIELDS, now_ms).0,
-        };
-        // Gone from the cache meanwhile: the bare `304` stands.
-        let Some((stored, entry)) = entry else {
-            return (Some(status), fields);
-        };
-        self.counts.not_modified += 1;
-        // Fresh for its lifetime from when the revalidation was asked.
-        self.renewed_ms.insert(c.url.clone(), c.exchange.started_ms);
-        let merged = entry.merged_edits(&fields).applied_to(&entry.stored);
-        (Some(stored), merged)
+        }
     }
 
     /// Puts an answer (`status`, `fields`) for `url` as the completion's
@@ -360,10 +361,11 @@ impl Sim<'_> {
         side.spec.origin_answer(c.key, status, inm, at_ms).0
     }
 
-    /// A cached request's race ended with `end`: the kept answer (a `304`
-    /// merged into the stale entry) goes through the isolate's completion,
-    /// whose store, flight and refresh effects are carried out here. The
-    /// status the client is answered, and whether it was a refresh.
+    /// A cached request's race ended with `end`: the kept answer (with the
+    /// entry its legs revalidated, which a `304` updates) goes through the
+    /// isolate's completion, whose store, flight and refresh effects are
+    /// carried out here. The status the client is answered, and whether it
+    /// was a refresh.
     pub(super) fn complete_cached(
         &mut self,
         req: u32,
@@ -380,7 +382,8 @@ impl Sim<'_> {
         };
         let kept = (end.kept_leg().map(|leg| r.legs[leg.index()]))
             .and_then(|l| Some((l.status, l.started_ms?)));
-        let (status, fields) = side.kept_answer(c, kept, now);
+        let (status, fields) = side.kept_answer(c, kept);
+        let revalidated = side.revalidated(c, status, now);
         let stale_if_error = (c.stale.as_ref())
             .filter(|(_, _, if_error)| *if_error)
             .map(|(s, entry, _)| (*s, entry));
@@ -390,10 +393,21 @@ impl Sim<'_> {
             request: &NO_FIELDS,
             generation: c.generation.as_deref(),
             stale_if_error,
+            revalidated: revalidated.as_ref().map(|(s, entry)| (*s, entry)),
             analytics: false,
         };
         let iso = &mut self.isolates[r.isolate as usize];
         let done = iso.complete(&c.exchange, race, &answer, &c.url, now);
+        // What the client got and a store keeps: the entry a 304 updated.
+        let (status, fields) = match (&done.merged, &revalidated) {
+            (Some(edits), Some((stored, entry))) => {
+                side.counts.not_modified += 1;
+                // Fresh for its lifetime from when the revalidation was asked.
+                side.renewed_ms.insert(c.url.clone(), c.exchange.started_ms);
+                (Some(*stored), edits.applied_to(&entry.stored))
+            }
+            _ => (status, fields),
+        };
         let stored = match (done.store, status) {
             (Some((plan, ticket)), Some(status)) => {
                 let varying = plan.marker.is_some();
