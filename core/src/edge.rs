@@ -8,8 +8,8 @@
 /// The isolate: a request's intake, cache use, race and completion, and
 /// the operator pages' views.
 pub use crate::isolate::{
-    leg_lines, public_leg, Answer, BodyPlan, Completion, CopyEnd, EntryUse, Exchange, Intake,
-    Isolate, LegRequest, RaceOrder, RequestHead, StoreTicket,
+    leg_lines, public_leg, Answer, BeforeRace, BodyPlan, Completion, CopyEnd, EntryUse, Exchange,
+    Intake, Isolate, LegRequest, RaceOrder, RequestHead, StoreTicket,
 };
 
 /// A request's or response's header fields, read from the runtime once.
@@ -30,10 +30,10 @@ pub use crate::race::{Leg, RaceEnd, RaceEvent, RacePlan, RaceState, INVALID_STAT
 /// What a leg sends and what the client gets back: headers, ids, traces.
 pub use crate::request::outbound::{HEDGE_ATTEMPT_HEADER, REQUEST_ID_HEADER};
 
-/// A request body read, a response body watched, a coalesced flight waited on.
+/// A request body read, a response body watched, a coalesced flight led.
 pub use crate::request::{
     body_watch::idle_message,
-    coalesce::{poll_interval_ms, FlightId, FlightState, Role},
+    coalesce::{FlightId, Role},
     eligibility::NotHedgeableReason,
 };
 

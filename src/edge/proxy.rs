@@ -4,19 +4,21 @@
 //!
 //! [`Isolate`]: hedgehog_core::isolate::Isolate
 
-use worker::{console_error, web_sys, Context, Env};
+use std::time::Duration;
+
+use worker::{console_error, web_sys, Context, Delay, Env};
 
 use super::cache::{self, Entry};
 use super::client::Client;
 use super::clock::now_ms;
-use super::coalesce::{self, LeaderGuard};
+use super::coalesce::LeaderGuard;
 use super::isolate::Shared;
 use super::leg::{self, OutboundBody, OutboundRequest};
 use super::race::{self, Asked, Outcome, RaceReport};
 use super::reply::{self, Timing};
 use super::request_body::{self, BodyRead, ClientBodyFault, HeldClaim};
 use super::{analytics, pop, refresh, request_log};
-use hedgehog_core::edge::{BodyPlan, EntryUse, Exchange, FlightState, Role, Served};
+use hedgehog_core::edge::{BeforeRace, BodyPlan, EntryUse, Exchange, Role, Served};
 
 /// How much of a refused GET/HEAD body is read (and dropped) before the 400.
 const REFUSED_BODY_DRAIN_BYTES: usize = 64 * 1024;
@@ -169,33 +171,38 @@ async fn read_body(
     })
 }
 
-/// Waits on a coalesced flight and looks in the cache as the intake said:
-/// `Err(response)` when the client left while it waited, else what was
-/// found and whether after a flight that stored it (`coalesced`).
+/// Waits on a coalesced flight and looks in the cache as the isolate says
+/// ([`BeforeRace`]): `Err(response)` when the client left while it waited,
+/// else what was found (nothing: race) and whether after a flight that
+/// stored it (`coalesced`).
+///
+/// Waiters poll on their own timers instead of being woken by the leader:
+/// a wake-up from the leader would run the waiter's code inside the
+/// leader's request, which the runtime does not allow to do I/O for another
+/// request.
 async fn find_entry(
     client: Client<'_>,
     isolate: &Shared,
     exchange: &Exchange,
 ) -> Result<(cache::Lookup, bool), worker::Result<web_sys::Response>> {
-    let mut found = cache::Lookup::default();
-    let mut coalesced = false;
-    if let Role::Waiter(id) = exchange.role {
-        let signal = client.req.signal();
-        let Some(outcome) = coalesce::wait_for(isolate, client.url, id, || signal.aborted()).await
-        else {
-            return Err(reply::client_gone(&exchange.request_id));
-        };
-        if matches!(outcome, FlightState::Stored | FlightState::Unknown) {
-            found = cache::lookup(client.url, client.head, client.connections).await;
-            coalesced = true;
+    let mut next = isolate.borrow().before_race(exchange);
+    for polls in 1u32.. {
+        match next {
+            BeforeRace::Wait { ms } => {
+                Delay::from(Duration::from_millis(ms as u64)).await;
+                if client.req.signal().aborted() {
+                    return Err(reply::client_gone(&exchange.request_id));
+                }
+                next = (isolate.borrow()).flight_polled(exchange, client.url, polls, now_ms());
+            }
+            BeforeRace::LookUp { coalesced } => {
+                let found = cache::lookup(client.url, client.head, client.connections).await;
+                return Ok((found, coalesced));
+            }
+            BeforeRace::Race => break,
         }
-        // Nothing shared (or another variant): fetch as if this request had come alone.
     }
-    // A waiter that found nothing in the cache does not look again.
-    if exchange.look_up_cache && !coalesced {
-        found = cache::lookup(client.url, client.head, client.connections).await;
-    }
-    Ok((found, coalesced))
+    Ok((cache::Lookup::default(), false))
 }
 
 /// Finds what the cache holds for the request ([`find_entry`]) and does

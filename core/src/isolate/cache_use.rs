@@ -10,8 +10,28 @@ use crate::cache::freshness::Verdict;
 use crate::header_list::HeaderList;
 use crate::observe::metrics::Served;
 use crate::request::body_watch::body_whole;
-use crate::request::coalesce::{FlightId, FlightState, Role};
+use crate::request::coalesce::{poll_interval_ms, FlightId, FlightState, Role};
 use crate::request::outbound::TraceContext;
+
+/// What an exchange does next before its race: the driver (the Worker's
+/// glue, the simulator) carries it out and comes back with what it found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BeforeRace {
+    /// Wait on the coalesced flight this request joined, then poll it
+    /// ([`Isolate::flight_polled`]).
+    Wait {
+        /// How long, ms.
+        ms: f64,
+    },
+    /// Read the cache, then judge what it holds ([`Isolate::judge_entry`];
+    /// nothing there: race). `coalesced`: the flight stored what is found.
+    LookUp {
+        /// After a flight that stored it.
+        coalesced: bool,
+    },
+    /// Nothing to wait for or look up: race.
+    Race,
+}
 
 /// How a store's copy went, as far as the cache read it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -33,6 +53,43 @@ pub struct CopyEnd {
 }
 
 impl Isolate {
+    /// What the accepted `exchange` does first: wait on its flight, look
+    /// in the cache, or race.
+    pub fn before_race(&self, exchange: &Exchange) -> BeforeRace {
+        match exchange.role {
+            Role::Waiter(_) => BeforeRace::Wait {
+                ms: poll_interval_ms(0),
+            },
+            _ if exchange.look_up_cache => BeforeRace::LookUp { coalesced: false },
+            _ => BeforeRace::Race,
+        }
+    }
+
+    /// What a waiter does after its `polls`-th poll (from 1) of its flight
+    /// for `url` at `now_ms`: wait on, read what the leader stored, or go
+    /// on as if it had come alone (nothing shared, or another variant).
+    pub fn flight_polled(
+        &self,
+        exchange: &Exchange,
+        url: &str,
+        polls: u32,
+        now_ms: f64,
+    ) -> BeforeRace {
+        let Role::Waiter(id) = exchange.role else {
+            return self.before_race(exchange);
+        };
+        match self.coalescer.state(url, id, now_ms) {
+            FlightState::Pending => BeforeRace::Wait {
+                ms: poll_interval_ms(polls),
+            },
+            FlightState::Stored | FlightState::Unknown => BeforeRace::LookUp { coalesced: true },
+            FlightState::Released if exchange.look_up_cache => {
+                BeforeRace::LookUp { coalesced: false }
+            }
+            FlightState::Released => BeforeRace::Race,
+        }
+    }
+
     /// What the stored `entry` may do for the accepted request for `url`,
     /// whose fields are `request` (`coalesced`: found after waiting on a
     /// flight that stored it); an entry that may be served counts as a

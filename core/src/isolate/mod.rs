@@ -25,7 +25,7 @@ mod stats;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-pub use cache_use::CopyEnd;
+pub use cache_use::{BeforeRace, CopyEnd};
 pub use complete::{leg_lines, public_leg, Answer, Completion, StoreTicket};
 pub use intake::{BodyPlan, Exchange, Intake, RequestHead};
 

@@ -174,6 +174,52 @@ fn identical_misses_coalesce_only_once_the_route_answered_storably() {
 }
 
 #[test]
+fn before_its_race_a_waiter_polls_its_flight_and_reads_what_the_leader_stored() {
+    use super::BeforeRace::{LookUp, Race, Wait};
+    let mut iso = isolate(&[]);
+    let url = "https://e/r/x";
+    let accept =
+        |iso: &mut Isolate, now: f64| proxy(iso.accept(&head(url, "GET", &NO_HEADERS), now));
+    let first = accept(&mut iso, 0.0);
+    assert_eq!(
+        iso.before_race(&first),
+        LookUp { coalesced: false },
+        "a probe"
+    );
+    iso.learn_storable(&first.route.key, true);
+    let leader = accept(&mut iso, 1.0);
+    let waiter = accept(&mut iso, 2.0);
+    let Role::Leader(id) = leader.role else {
+        panic!("{:?}", leader.role);
+    };
+    assert_eq!(iso.before_race(&leader), LookUp { coalesced: false });
+    assert_eq!(iso.before_race(&waiter), Wait { ms: 1.0 });
+    assert_eq!(iso.flight_polled(&waiter, url, 1, 3.0), Wait { ms: 2.0 });
+    assert_eq!(iso.flight_polled(&waiter, url, 5, 30.0), Wait { ms: 16.0 });
+    // The leader's answer is stored: the waiter reads it.
+    iso.coalescer.stored(url, id);
+    assert_eq!(
+        iso.flight_polled(&waiter, url, 6, 40.0),
+        LookUp { coalesced: true }
+    );
+    // Released without a store: as if it had come alone.
+    let leader = accept(&mut iso, 50.0);
+    let waiter = accept(&mut iso, 51.0);
+    let Role::Leader(id) = leader.role else {
+        panic!("{:?}", leader.role);
+    };
+    iso.flight_released(url, id);
+    let alone = match waiter.look_up_cache {
+        true => LookUp { coalesced: false },
+        false => Race,
+    };
+    assert_eq!(iso.flight_polled(&waiter, url, 1, 52.0), alone);
+    // Uncacheable: straight to the race.
+    let post = proxy(iso.accept(&head(url, "POST", &NO_HEADERS), 60.0));
+    assert_eq!(iso.before_race(&post), Race);
+}
+
+#[test]
 fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
     let mut iso = isolate(&[("HEDGE_LOG_LEVEL", "info")]);
     let url = "https://e/page/1";

@@ -16,11 +16,13 @@ use std::collections::HashMap;
 use super::{Event, Sim};
 use crate::cache::entry::{lookup_step, EntryHead, LookupStep, StorePlan};
 use crate::header_list::HeaderList;
-use crate::isolate::{Answer, CopyEnd, EntryUse, Exchange, Intake, Isolate, RequestHead};
+use crate::isolate::{
+    Answer, BeforeRace, CopyEnd, EntryUse, Exchange, Intake, Isolate, RequestHead,
+};
 use crate::observe::metrics::Served;
 use crate::pop::push::Push;
 use crate::race::{RaceEnd, RaceState};
-use crate::request::coalesce::{poll_interval_ms, FlightState, Role};
+use crate::request::coalesce::Role;
 use crate::sim::cacheable::CacheSpec;
 use crate::sim::rng::Rng;
 
@@ -205,7 +207,7 @@ impl Sim<'_> {
         let Intake::Proxy(exchange) = self.isolates[isolate].accept(&head, now) else {
             return; // the simulator's requests are all proxied
         };
-        let role = exchange.role;
+        let next = self.isolates[isolate].before_race(&exchange);
         let id = self.new_request(isolate, arrival_ms);
         self.requests[id as usize].cached = Some(Box::new(CachedRequest {
             exchange: *exchange,
@@ -216,48 +218,32 @@ impl Sim<'_> {
             generation: None,
             polls: 0,
         }));
-        match role {
-            Role::Waiter(_) => {
-                self.schedule(now + poll_interval_ms(0), Event::FlightPoll { req: id })
+        self.before_race(id, next);
+    }
+
+    /// Carries out what request `req` does next before its race.
+    fn before_race(&mut self, req: u32, next: BeforeRace) {
+        let lookup_ms = self.cache.as_ref().map_or(0.0, |s| s.spec.lookup_ms);
+        match next {
+            BeforeRace::Wait { ms } => self.schedule(self.now + ms, Event::FlightPoll { req }),
+            BeforeRace::LookUp { coalesced } => {
+                self.schedule(self.now + lookup_ms, Event::CacheRead { req, coalesced })
             }
-            _ => self.look_up(id, false),
+            BeforeRace::Race => self.race_cached(req),
         }
     }
 
-    /// A waiter's poll of its flight: wait on, look up what the leader
-    /// stored, or go on alone.
+    /// A waiter polls its flight: the isolate says what follows.
     pub(super) fn flight_poll(&mut self, req: u32) {
         let now = self.now;
         let r = &mut self.requests[req as usize];
         let Some(c) = r.cached.as_mut() else {
             return;
         };
-        let Role::Waiter(id) = c.exchange.role else {
-            return;
-        };
         c.polls += 1;
-        let state = self.isolates[r.isolate as usize].flight_state(&c.url, id, now);
-        match state {
-            FlightState::Pending => {
-                let at = now + poll_interval_ms(c.polls);
-                self.schedule(at, Event::FlightPoll { req });
-            }
-            FlightState::Stored | FlightState::Unknown => self.look_up(req, true),
-            FlightState::Released => self.look_up(req, false),
-        }
-    }
-
-    /// Reads the cache, as the intake said (or after a flight that stored:
-    /// `coalesced`); the read answers after the cache's own time.
-    fn look_up(&mut self, req: u32, coalesced: bool) {
-        let Some(c) = self.requests[req as usize].cached.as_ref() else {
-            return;
-        };
-        let lookup_ms = self.cache.as_ref().map_or(0.0, |s| s.spec.lookup_ms);
-        match coalesced || c.exchange.look_up_cache {
-            true => self.schedule(self.now + lookup_ms, Event::CacheRead { req, coalesced }),
-            false => self.race_cached(req),
-        }
+        let iso = &self.isolates[r.isolate as usize];
+        let next = iso.flight_polled(&c.exchange, &c.url, c.polls, now);
+        self.before_race(req, next);
     }
 
     /// The cache's answer to a lookup: the isolate judges what it holds.
