@@ -42,6 +42,7 @@ mod websocket;
 use worker::{console_error, event, web_sys, Context, Env};
 
 use hedgehog_core::edge::{Intake, RequestHead};
+use reply::Failure;
 
 /// Every request: the isolate accepts it, and its route's handler answers.
 #[event(fetch)]
@@ -56,7 +57,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             for e in errors.iter() {
                 console_error!("hedgehog-edge: invalid configuration: {e}");
             }
-            return reply::config_error_response(&errors);
+            return Failure::Config(&errors).response("");
         }
     };
     let (url, method, headers) = (req.url(), req.method(), req.headers());
@@ -72,7 +73,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
         Intake::Refused {
             message,
             request_id,
-        } => reply::bad_request(message, &request_id),
+        } => Failure::BadRequest(message).response(&request_id),
         Intake::Operator { page, request_id } => {
             operator::respond(page, &isolate, &env, &req, &request_id).await
         }

@@ -19,7 +19,7 @@ use super::env_vars::{ASSETS_BINDING, POP_BINDING};
 use super::isolate::Shared;
 use super::pop::colo;
 use super::pop::link::ask;
-use super::reply;
+use super::reply::{self, Failure};
 use hedgehog_core::edge::{Format, OperatorPage};
 
 /// The dashboard: one self-contained page (uPlot and the page's script and
@@ -67,17 +67,17 @@ async fn respond_to(
     let params = Rc::clone(shared.borrow().params());
     if page == OperatorPage::Dashboard {
         if req.method() != "GET" {
-            return reply::method_not_allowed("GET", request_id);
+            return Failure::MethodNotAllowed("GET").response(request_id);
         }
         return dashboard(env, request_id).await;
     }
     let presented = header("authorization");
     let accepted = params.stats.accepts(presented.as_deref());
     if !accepted {
-        return reply::unauthorized(request_id);
+        return Failure::Unauthorized.response(request_id);
     }
     if req.method() != "GET" {
-        return reply::method_not_allowed("GET", request_id);
+        return Failure::MethodNotAllowed("GET").response(request_id);
     }
     match page {
         OperatorPage::Stats { pop: true } => {
@@ -86,7 +86,7 @@ async fn respond_to(
                 Ok(text) => reply::text_response(200, &text, "application/json"),
                 Err(message) => {
                     worker::console_warn!("hedgehog-edge: PoP stats: {message}");
-                    reply::simple_error(503, "pop_stats_unavailable", "the PoP aggregator did not answer (is POP_AGGREGATOR bound?); this isolate's stats are at this path without ?scope=pop", request_id)
+                    Failure::Unavailable("pop_stats_unavailable", "the PoP aggregator did not answer (is POP_AGGREGATOR bound?); this isolate's stats are at this path without ?scope=pop").response(request_id)
                 }
             }
         }
@@ -125,7 +125,7 @@ async fn respond_to(
                 Ok(text) => reply::text_response(200, &text, format.content_type()),
                 Err(message) => {
                     worker::console_warn!("hedgehog-edge: PoP metrics: {message}");
-                    reply::simple_error(503, "pop_metrics_unavailable", "the PoP aggregator did not answer (is POP_AGGREGATOR bound?); the isolate's own metrics are at this path without ?scope=pop", request_id)
+                    Failure::Unavailable("pop_metrics_unavailable", "the PoP aggregator did not answer (is POP_AGGREGATOR bound?); the isolate's own metrics are at this path without ?scope=pop").response(request_id)
                 }
             }
         }
@@ -148,11 +148,11 @@ async fn dashboard(env: &Env, request_id: &str) -> worker::Result<web_sys::Respo
         // isolate, not once per request (each line is billed).
         Ok(page) => {
             warn_once(&format!("dashboard asset: status {}", page.status()));
-            reply::simple_error(503, "dashboard_unavailable", "the dashboard page is not among the Worker's assets (wrangler.toml [assets], dashboard/dist)", request_id)
+            Failure::Unavailable("dashboard_unavailable", "the dashboard page is not among the Worker's assets (wrangler.toml [assets], dashboard/dist)").response(request_id)
         }
         Err(e) => {
             warn_once(&format!("dashboard asset: {e}"));
-            reply::simple_error(503, "dashboard_unavailable", "the dashboard needs the ASSETS binding (wrangler.toml [assets]); the stats and metrics do not", request_id)
+            Failure::Unavailable("dashboard_unavailable", "the dashboard needs the ASSETS binding (wrangler.toml [assets]); the stats and metrics do not").response(request_id)
         }
     }
 }

@@ -15,7 +15,7 @@ use super::coalesce::LeaderGuard;
 use super::isolate::Shared;
 use super::leg::{self, OutboundBody, OutboundRequest};
 use super::race::{self, Asked, Outcome, RaceReport};
-use super::reply::{self, Timing};
+use super::reply::{self, Failure, Timing};
 use super::request_body::{self, BodyRead, ClientBodyFault, HeldClaim};
 use super::{analytics, pop, refresh, request_log};
 use hedgehog_core::edge::{BeforeRace, BodyPlan, EntryUse, Exchange, Role, Served};
@@ -63,8 +63,10 @@ pub(crate) async fn run(
     let fault = ClientBodyFault::default();
     let body = match read_body(client, &mut exchange, &mut held, &fault).await {
         Ok(body) => body,
-        Err(_) if client.req.signal().aborted() => return reply::client_gone(&request_id),
-        Err(message) => return reply::bad_request(message, &request_id),
+        Err(_) if client.req.signal().aborted() => {
+            return Failure::ClientGone.response(&request_id)
+        }
+        Err(message) => return Failure::BadRequest(message).response(&request_id),
     };
     // The cache step and the completion are boxed: inline, their state
     // (1.2 KB for the completion) would be held through the whole race.
@@ -73,7 +75,7 @@ pub(crate) async fn run(
         Err(served) => return served,
     };
     if client.req.signal().aborted() {
-        return reply::client_gone(&request_id);
+        return Failure::ClientGone.response(&request_id);
     }
     // Planned at intake when nothing had to be looked up or read first.
     let plan = match exchange.plan.take() {
@@ -96,7 +98,7 @@ pub(crate) async fn run(
         Err(e) => {
             // The Worker's own failure: no origin was asked or is blamed.
             console_error!("hedgehog-edge: request {request_id}: could not send: {e}");
-            return reply::internal_error(&request_id);
+            return Failure::Internal.response(&request_id);
         }
     };
     drop(held);
@@ -104,9 +106,9 @@ pub(crate) async fn run(
         // A streamed upload that broke off is the client's error, answered
         // (when the client still listens) like any other bad request.
         if outbound.client_body.broke() && !client.req.signal().aborted() {
-            return reply::bad_request(BODY_BROKE, &request_id);
+            return Failure::BadRequest(BODY_BROKE).response(&request_id);
         }
-        return reply::client_gone(&request_id);
+        return Failure::ClientGone.response(&request_id);
     }
     Box::pin(finish(client, env, ctx, isolate, &exchange, report, miss)).await
 }
@@ -191,7 +193,7 @@ async fn find_entry(
             BeforeRace::Wait { ms } => {
                 Delay::from(Duration::from_millis(ms as u64)).await;
                 if client.req.signal().aborted() {
-                    return Err(reply::client_gone(&exchange.request_id));
+                    return Err(Failure::ClientGone.response(&exchange.request_id));
                 }
                 next = (isolate.borrow()).flight_polled(exchange, client.url, polls, now_ms());
             }

@@ -100,7 +100,7 @@ pub(crate) fn race_response(
             "all_legs_failed",
             "both the primary and the hedge failed".into(),
         ),
-        Outcome::ClientGone => client_gone(request_id),
+        Outcome::ClientGone => Failure::ClientGone.response(request_id),
         Outcome::TimedOut => error(
             done.status,
             "origin_timeout",
@@ -131,102 +131,96 @@ pub(crate) fn cache_hit_response(
     Ok(served)
 }
 
-/// A 500 naming every bad configuration key.
-pub(crate) fn config_error_response(errors: &[ConfigError]) -> worker::Result<web_sys::Response> {
-    let body = ConfigErrorJson {
-        error: "invalid_config",
-        message:
-            "the Worker's HEDGE_ORIGINS is unusable; no request is proxied until it is fixed (the Worker's logs say why)",
-        invalid_keys: {
-            let mut keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
-            keys.dedup();
-            keys
-        },
-    };
-    json_response(500, &body, &[])
-}
-
 #[derive(Serialize)]
 struct SimpleErrorJson<'a> {
     error: &'static str,
-    message: &'static str,
+    message: &'a str,
     request_id: &'a str,
 }
 
-/// A 401 for an operator page without the right bearer token.
-pub(crate) fn unauthorized(request_id: &str) -> worker::Result<web_sys::Response> {
-    let body = SimpleErrorJson {
-        error: "unauthorized",
-        message: "this path needs Authorization: Bearer <HEDGE_STATS_TOKEN>",
-        request_id,
-    };
-    json_response(
-        401,
-        &body,
-        &[
-            ("www-authenticate", "Bearer"),
-            ("cache-control", "no-store"),
-        ],
-    )
+/// Every way a request ends without a race's answer, turned into a
+/// response in one place ([`Failure::response`]): its status, its JSON
+/// error body with the request id, and its fields. A race's own failures
+/// (an origin unreachable or timed out, with what each leg got) are
+/// [`race_response`]'s; a panic's 500 is `src/entry.mjs`'s.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Failure<'a> {
+    /// The configuration is unusable (500): the keys at fault, never their
+    /// values or the reasons (which quote values: origin URLs, tokens);
+    /// those go to the logs. Before any request id exists.
+    Config(&'a [ConfigError]),
+    /// A request the Worker cannot forward (400), saying why.
+    BadRequest(&'a str),
+    /// The client went away (499, nginx's "client closed request"):
+    /// nobody reads it, so it is as small as possible.
+    ClientGone,
+    /// The Worker's own failure (500): an outbound request it could not
+    /// build. No origin was asked, none is blamed; the detail is logged.
+    Internal,
+    /// An origin that could not be reached outside a race (502).
+    OriginUnreachable,
+    /// An operator page without the right bearer token (401).
+    Unauthorized,
+    /// An operator page asked with another method than the one it answers (405).
+    MethodNotAllowed(&'static str),
+    /// An operator page whose source is not there (503): its error name and
+    /// what to do about it.
+    Unavailable(&'static str, &'static str),
 }
 
-/// A 405 naming the allowed method.
-pub(crate) fn method_not_allowed(
-    allow: &'static str,
-    request_id: &str,
-) -> worker::Result<web_sys::Response> {
-    let body = SimpleErrorJson {
-        error: "method_not_allowed",
-        message: "the operator pages answer GET only",
-        request_id,
-    };
-    json_response(405, &body, &[("allow", allow)])
-}
-
-/// A 500 for the Worker's own failure (an outbound request it could not
-/// build): no origin was asked, none is blamed, and the detail is logged.
-pub(crate) fn internal_error(request_id: &str) -> worker::Result<web_sys::Response> {
-    simple_error(
-        500,
-        "internal_error",
-        "the Worker could not forward this request",
-        request_id,
-    )
-}
-
-/// A 502 for an origin that could not be reached (outside a race).
-pub(crate) fn origin_unreachable(request_id: &str) -> worker::Result<web_sys::Response> {
-    simple_error(
-        502,
-        "origin_unreachable",
-        "the origin could not be reached",
-        request_id,
-    )
-}
-
-/// What a request whose client disconnected returns: nobody reads it, so it
-/// is as small as possible (499, nginx's "client closed request").
-pub(crate) fn client_gone(request_id: &str) -> worker::Result<web_sys::Response> {
-    simple_error(
-        499,
-        "client_closed_request",
-        "the client went away",
-        request_id,
-    )
-}
-
-pub(crate) fn simple_error(
-    status: u16,
-    error: &'static str,
-    message: &'static str,
-    request_id: &str,
-) -> worker::Result<web_sys::Response> {
-    let body = SimpleErrorJson {
-        error,
-        message,
-        request_id,
-    };
-    json_response(status, &body, &[(REQUEST_ID_HEADER, request_id)])
+impl Failure<'_> {
+    /// The response for this failure of request `request_id`.
+    pub(crate) fn response(self, request_id: &str) -> worker::Result<web_sys::Response> {
+        let (status, error, message) = match self {
+            Self::Config(errors) => {
+                let mut keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
+                keys.dedup();
+                let body = ConfigErrorJson {
+                    error: "invalid_config",
+                    message: "the Worker's HEDGE_ORIGINS is unusable; no request is proxied until it is fixed (the Worker's logs say why)",
+                    invalid_keys: keys,
+                };
+                return json_response(500, &body, &[]);
+            }
+            Self::BadRequest(message) => (400, "bad_request", message),
+            Self::ClientGone => (499, "client_closed_request", "the client went away"),
+            Self::Internal => (
+                500,
+                "internal_error",
+                "the Worker could not forward this request",
+            ),
+            Self::OriginUnreachable => {
+                (502, "origin_unreachable", "the origin could not be reached")
+            }
+            Self::Unauthorized => (
+                401,
+                "unauthorized",
+                "this path needs Authorization: Bearer <HEDGE_STATS_TOKEN>",
+            ),
+            Self::MethodNotAllowed(_) => (
+                405,
+                "method_not_allowed",
+                "the operator pages answer GET only",
+            ),
+            Self::Unavailable(error, message) => (503, error, message),
+        };
+        let body = SimpleErrorJson {
+            error,
+            message,
+            request_id,
+        };
+        let response = json_response(status, &body, &[(REQUEST_ID_HEADER, request_id)])?;
+        let headers = response.headers();
+        match self {
+            Self::Unauthorized => {
+                headers.set("www-authenticate", "Bearer")?;
+                headers.set("cache-control", "no-store")?;
+            }
+            Self::MethodNotAllowed(allow) => headers.set("allow", allow)?,
+            _ => {}
+        }
+        Ok(response)
+    }
 }
 
 /// A text body (the metrics) of `content_type`, never cached.
@@ -255,17 +249,6 @@ pub(crate) fn page_response(
     h.set("referrer-policy", "no-referrer")?;
     h.set("cache-control", "no-store")?;
     Ok(response)
-}
-
-/// A 400 for a request the Worker cannot forward.
-pub(crate) fn bad_request(message: &str, request_id: &str) -> worker::Result<web_sys::Response> {
-    let body = ErrorJson {
-        error: "bad_request",
-        message: message.to_string(),
-        request_id,
-        legs: Vec::new(),
-    };
-    json_response(400, &body, &[(REQUEST_ID_HEADER, request_id)])
 }
 
 pub(crate) fn json_response<T: Serialize>(

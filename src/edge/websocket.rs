@@ -10,7 +10,7 @@ use worker::wasm_bindgen::JsCast;
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{console_error, js_sys, web_sys};
 
-use super::reply;
+use super::reply::Failure;
 use hedgehog_core::edge::REQUEST_ID_HEADER;
 
 /// Forwards the upgrade request `req` to `url` on the primary origin (the
@@ -45,7 +45,7 @@ pub(crate) async fn pass_through(
             console_error!(
                 "hedgehog-edge: request {request_id}: could not build the upgrade: {e:?}"
             );
-            return reply::internal_error(request_id);
+            return Failure::Internal.response(request_id);
         }
     };
     let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
@@ -53,7 +53,7 @@ pub(crate) async fn pass_through(
         Ok(response) => Ok(response.dyn_into::<web_sys::Response>()?),
         Err(e) => {
             console_error!("hedgehog-edge: request {request_id}: upgrade to {url} failed: {e:?}");
-            reply::origin_unreachable(request_id)
+            Failure::OriginUnreachable.response(request_id)
         }
     }
 }
