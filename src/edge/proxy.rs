@@ -187,7 +187,7 @@ async fn find_entry(
     isolate: &Shared,
     exchange: &Exchange,
 ) -> Result<(cache::Lookup, bool), worker::Result<web_sys::Response>> {
-    let mut next = isolate.borrow().before_race(exchange);
+    let mut next = exchange.before_race;
     for polls in 1u32.. {
         match next {
             BeforeRace::Wait { ms } => {

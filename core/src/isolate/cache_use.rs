@@ -33,6 +33,17 @@ pub enum BeforeRace {
     Race,
 }
 
+/// What a request with coalescing `role` does first ([`Exchange::before_race`]).
+pub(super) fn first_step(role: Role, look_up_cache: bool) -> BeforeRace {
+    match role {
+        Role::Waiter(_) => BeforeRace::Wait {
+            ms: poll_interval_ms(0),
+        },
+        _ if look_up_cache => BeforeRace::LookUp { coalesced: false },
+        _ => BeforeRace::Race,
+    }
+}
+
 /// How a store's copy went, as far as the cache read it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CopyEnd {
@@ -53,18 +64,6 @@ pub struct CopyEnd {
 }
 
 impl Isolate {
-    /// What the accepted `exchange` does first: wait on its flight, look
-    /// in the cache, or race.
-    pub fn before_race(&self, exchange: &Exchange) -> BeforeRace {
-        match exchange.role {
-            Role::Waiter(_) => BeforeRace::Wait {
-                ms: poll_interval_ms(0),
-            },
-            _ if exchange.look_up_cache => BeforeRace::LookUp { coalesced: false },
-            _ => BeforeRace::Race,
-        }
-    }
-
     /// What a waiter does after its `polls`-th poll (from 1) of its flight
     /// for `url` at `now_ms`: wait on, read what the leader stored, or go
     /// on as if it had come alone (nothing shared, or another variant).
@@ -76,17 +75,14 @@ impl Isolate {
         now_ms: f64,
     ) -> BeforeRace {
         let Role::Waiter(id) = exchange.role else {
-            return self.before_race(exchange);
+            return exchange.before_race;
         };
         match self.coalescer.state(url, id, now_ms) {
             FlightState::Pending => BeforeRace::Wait {
                 ms: poll_interval_ms(polls),
             },
             FlightState::Stored | FlightState::Unknown => BeforeRace::LookUp { coalesced: true },
-            FlightState::Released if exchange.look_up_cache => {
-                BeforeRace::LookUp { coalesced: false }
-            }
-            FlightState::Released => BeforeRace::Race,
+            FlightState::Released => first_step(Role::Alone, exchange.look_up_cache),
         }
     }
 
@@ -233,6 +229,7 @@ impl Isolate {
             cache: client.cache,
             role: Role::Alone,
             look_up_cache: false,
+            before_race: BeforeRace::Race,
             body: BodyPlan::Empty,
             declared_length: None,
             strip_authorization: client.strip_authorization,

@@ -3,6 +3,7 @@
 //! and for the proxy its route, eligibility, cache use, coalescing role, how
 //! its body is handled and, when nothing has to be looked up first, its plan.
 
+use super::BeforeRace;
 use crate::cache::conditional::CONDITIONAL_REQUEST_HEADERS;
 use crate::cache::directives::Directives;
 use crate::cache::policy::{is_reserved_host, request_cacheable, url_host, CacheRequestFacts};
@@ -117,6 +118,9 @@ pub struct Exchange {
     pub role: Role,
     /// Look in the cache first.
     pub look_up_cache: bool,
+    /// What it does first: wait on its flight, look in the cache, or race
+    /// (after each wait, [`super::Isolate::flight_polled`] says what next).
+    pub before_race: BeforeRace,
     /// How its body is handled.
     pub body: BodyPlan,
     /// The body's declared `Content-Length`: a body that ends short of it

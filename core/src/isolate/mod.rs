@@ -308,6 +308,7 @@ impl Isolate {
             cache,
             role,
             look_up_cache,
+            before_race: cache_use::first_step(role, look_up_cache),
             body: body_plan,
             declared_length: body.content_length,
             strip_authorization,

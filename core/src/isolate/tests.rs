@@ -181,19 +181,15 @@ fn before_its_race_a_waiter_polls_its_flight_and_reads_what_the_leader_stored() 
     let accept =
         |iso: &mut Isolate, now: f64| proxy(iso.accept(&head(url, "GET", &NO_HEADERS), now));
     let first = accept(&mut iso, 0.0);
-    assert_eq!(
-        iso.before_race(&first),
-        LookUp { coalesced: false },
-        "a probe"
-    );
+    assert_eq!(first.before_race, LookUp { coalesced: false }, "a probe");
     iso.learn_storable(&first.route.key, true);
     let leader = accept(&mut iso, 1.0);
     let waiter = accept(&mut iso, 2.0);
     let Role::Leader(id) = leader.role else {
         panic!("{:?}", leader.role);
     };
-    assert_eq!(iso.before_race(&leader), LookUp { coalesced: false });
-    assert_eq!(iso.before_race(&waiter), Wait { ms: 1.0 });
+    assert_eq!(leader.before_race, LookUp { coalesced: false });
+    assert_eq!(waiter.before_race, Wait { ms: 1.0 });
     assert_eq!(iso.flight_polled(&waiter, url, 1, 3.0), Wait { ms: 2.0 });
     assert_eq!(iso.flight_polled(&waiter, url, 5, 30.0), Wait { ms: 16.0 });
     // The leader's answer is stored: the waiter reads it.
@@ -216,7 +212,7 @@ fn before_its_race_a_waiter_polls_its_flight_and_reads_what_the_leader_stored() 
     assert_eq!(iso.flight_polled(&waiter, url, 1, 52.0), alone);
     // Uncacheable: straight to the race.
     let post = proxy(iso.accept(&head(url, "POST", &NO_HEADERS), 60.0));
-    assert_eq!(iso.before_race(&post), Race);
+    assert_eq!(post.before_race, Race);
 }
 
 #[test]

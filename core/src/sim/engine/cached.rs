@@ -207,7 +207,7 @@ impl Sim<'_> {
         let Intake::Proxy(exchange) = self.isolates[isolate].accept(&head, now) else {
             return; // the simulator's requests are all proxied
         };
-        let next = self.isolates[isolate].before_race(&exchange);
+        let next = exchange.before_race;
         let id = self.new_request(isolate, arrival_ms);
         self.requests[id as usize].cached = Some(Box::new(CachedRequest {
             exchange: *exchange,
