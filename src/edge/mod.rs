@@ -14,7 +14,6 @@
 //!
 //! [`Isolate`]: hedgehog_core::isolate::Isolate
 
-mod abort_signal;
 mod analytics;
 mod body_watch;
 mod cache;

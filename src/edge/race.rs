@@ -11,7 +11,6 @@ use std::time::Duration;
 use futures::future::{Fuse, FutureExt, LocalBoxFuture};
 use worker::{web_sys, Delay};
 
-use super::abort_signal;
 use super::clock::now_ms;
 use super::connections::{Connections, Slot};
 use super::head;
@@ -221,19 +220,14 @@ pub(crate) async fn run(
         None => Fuse::terminated(),
     };
     let mut deadline = delay(state.plan.timeout_ms).fuse();
-    // Listening for the client's disconnect costs a promise and two closures
-    // (20-40 us of workerd CPU a request, measured), so a hedgeable request
-    // only listens once it has outlived its hedge delay (most never do); at
-    // that moment a client already gone stops the hedge.
-    let mut client_gone: Timer = match delay_ms {
-        Some(_) => Fuse::terminated(),
-        None => abort_signal::aborted(client).fuse(),
-    };
+    // No listener on the client's disconnect: when the client leaves,
+    // workerd cancels the invocation and its subrequests itself (the legs
+    // are aborted at the origins with or without one:
+    // tests/request_safety.test.mjs), and a listener cost a promise and two
+    // closures a request. What the race sees is the signal's state: a client
+    // already gone when the hedge timer fires gets no hedge.
     loop {
-        let event = next_event(&mut legs, &mut client_gone, &mut timer, &mut deadline).await;
-        if matches!(event, Event::HedgeTimer) {
-            client_gone = abort_signal::aborted(client).fuse();
-        }
+        let event = next_event(&mut legs, &mut timer, &mut deadline).await;
         // A leg that failed while the client's body streamed to it: was it
         // the client's upload that broke? (Known within microtasks.)
         let body_broke = match &event {
@@ -268,22 +262,18 @@ pub(crate) async fn run(
 
 type Timer = Fuse<LocalBoxFuture<'static, ()>>;
 
-/// Whichever comes first: a leg's answer, the client gone, the hedge timer,
-/// the deadline.
+/// Whichever comes first: a leg's answer, the hedge timer, the deadline.
 async fn next_event(
     legs: &mut [LegIo; 2],
-    mut client_gone: &mut Timer,
     mut timer: &mut Timer,
     mut deadline: &mut Timer,
 ) -> Event {
     let [primary, hedge] = legs;
     // Biased, in this order: an answer that is ready wins over a timer that
-    // is ready at the same moment (no needless hedge, no needless 504), and
-    // a client that is gone stops the timers from acting.
+    // is ready at the same moment (no needless hedge, no needless 504).
     futures::select_biased! {
         r = &mut primary.future => Event::Finished(Leg::Primary, r),
         r = &mut hedge.future => Event::Finished(Leg::Hedge, r),
-        _ = client_gone => Event::ClientGone,
         _ = timer => Event::HedgeTimer,
         _ = deadline => Event::Deadline,
         complete => Event::Deadline,
