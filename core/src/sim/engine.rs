@@ -543,20 +543,16 @@ impl Sim<'_> {
             return;
         }
         self.maybe_push(self.requests[req as usize].isolate);
-        let r = &self.requests[req as usize];
-        if !r.measured {
+        let primary = usize::from(self.requests[req as usize].legs[Leg::Primary.index()].origin);
+        let Some(latency) = self.book_latency(req, race.hedge_sent(), primary) else {
             return;
-        }
-        // The response leaves once the loop has done the work for it.
-        let done = self.loop_free_at[r.isolate as usize].max(self.now);
-        let latency = done - r.arrival_ms + self.params.worker_overhead_ms;
+        };
+        let r = &self.requests[req as usize];
         let error = match (answered, end) {
             (Some((status, _)), _) => status >= 500,
             (None, RaceEnd::Won(leg)) => race.leg(leg).status.is_some_and(|s| s >= 500),
             (None, _) => true,
         };
-        let arrived_s = (r.arrival_ms - self.measure_from_ms) / 1000.0;
-        let primary = usize::from(r.legs[Leg::Primary.index()].origin);
         let kept_answer_ms = match end {
             RaceEnd::Won(leg) => r.legs[leg.index()].answered_ms.unwrap_or(self.now),
             _ => self.now,
@@ -572,10 +568,6 @@ impl Sim<'_> {
         };
         let res = &mut self.result;
         res.tape.push(tape);
-        res.timeline
-            .record(arrived_s, latency, race.hedge_sent(), primary);
-        res.requests += 1;
-        res.latencies_ms.push(latency);
         res.hedges += u64::from(race.hedge_sent());
         res.hedge_wins += u64::from(end == RaceEnd::Won(Leg::Hedge));
         res.third_attempts += u64::from(race.third_attempt_sent());

@@ -434,20 +434,10 @@ impl Sim<'_> {
         let isolate = self.requests[req as usize].isolate as usize;
         let respond_ms = self.params.isolate_cpu.map_or(0.0, |c| c.respond_ms);
         self.spend(isolate, respond_ms);
-        let r = &self.requests[req as usize];
-        if !r.measured {
-            return;
-        }
-        // The response leaves once the loop has done the work for it.
-        let done = self.loop_free_at[isolate].max(self.now);
-        let latency = done - r.arrival_ms + self.params.worker_overhead_ms;
-        let arrived_s = (r.arrival_ms - self.measure_from_ms) / 1000.0;
-        let res = &mut self.result;
         // No origin's primary: none is counted.
-        res.timeline.record(arrived_s, latency, false, usize::MAX);
-        res.requests += 1;
-        res.latencies_ms.push(latency);
-        res.unhedged.push((latency, "cache"));
+        if let Some(latency) = self.book_latency(req, false, usize::MAX) {
+            self.result.unhedged.push((latency, "cache"));
+        }
     }
 
     /// The isolates' own count of how they served requests.

@@ -1,5 +1,5 @@
-//! A simulation's setup from its parameters, and its summary once the
-//! last event has run.
+//! A simulation's setup from its parameters, the booking of each measured
+//! request as it is answered, and its summary once the last event has run.
 
 use std::collections::BinaryHeap;
 
@@ -61,6 +61,25 @@ impl<'a> Sim<'a> {
             loop_free_at: vec![0.0; params.isolates.max(1)],
             loop_busy_ms: 0.0,
         }
+    }
+
+    /// Books request `req`, answered now, when it is measured: its latency
+    /// (the response leaves once its isolate's loop has done the work for
+    /// it), in the timeline with `hedged` and its `primary` origin (none:
+    /// `usize::MAX`) and among the run's latencies. `None` when unmeasured.
+    pub(super) fn book_latency(&mut self, req: u32, hedged: bool, primary: usize) -> Option<f64> {
+        let r = &self.requests[req as usize];
+        if !r.measured {
+            return None;
+        }
+        let done = self.loop_free_at[r.isolate as usize].max(self.now);
+        let latency = done - r.arrival_ms + self.params.worker_overhead_ms;
+        let arrived_s = (r.arrival_ms - self.measure_from_ms) / 1000.0;
+        let res = &mut self.result;
+        res.timeline.record(arrived_s, latency, hedged, primary);
+        res.requests += 1;
+        res.latencies_ms.push(latency);
+        Some(latency)
     }
 
     /// The run's result, with what is summed over its isolates and requests.
