@@ -314,18 +314,8 @@ async fn finish(
     let mut done = report.complete(isolate, exchange, asked, dataset.is_some());
     // A 304 to them: the client gets the entry it updated, and the cache
     // keeps that.
-    if let (Some(edits), Some(stale), Outcome::Won(response)) =
-        (&done.merged, &miss.stale, &mut report.outcome)
-    {
-        match cache::rebuilt(&stale.entry, edits, false) {
-            Ok(updated) => *response = updated,
-            Err(e) => {
-                if let Some((_, ticket)) = &done.store {
-                    cache::copy_refused(isolate, ticket);
-                }
-                return Err(e);
-            }
-        }
+    if let Some(stale) = &miss.stale {
+        report.take_merged(&done, &stale.entry, isolate)?;
     }
     let kept = report.kept_response();
     cache::delete_all(&done.invalidate, client.connections).await;

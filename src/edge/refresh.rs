@@ -116,21 +116,13 @@ impl End<'_> {
             stale_if_error: None,
             revalidated: (entry.as_ref()).map(|e| (e.stored.status(), &e.head)),
         };
-        let done = report.complete(self.shared, refresh, asked, self.dataset.is_some());
-        request_log::write(done.record, self.dataset);
+        let mut done = report.complete(self.shared, refresh, asked, self.dataset.is_some());
+        request_log::write(std::mem::take(&mut done.record), self.dataset);
         // The entry the 304 updated is what the cache keeps (never the bare 304).
-        if let (Some(edits), Some(entry), Outcome::Won(response)) =
-            (&done.merged, &entry, &mut report.outcome)
-        {
-            match cache::rebuilt(entry, edits, false) {
-                Ok(updated) => *response = updated,
-                Err(e) => {
-                    console_warn!("hedgehog-edge: could not rebuild a refreshed entry: {e:?}");
-                    if let Some((_, ticket)) = &done.store {
-                        cache::copy_refused(self.shared, ticket);
-                    }
-                    return;
-                }
+        if let Some(entry) = &entry {
+            if let Err(e) = report.take_merged(&done, entry, self.shared) {
+                console_warn!("hedgehog-edge: could not rebuild a refreshed entry: {e:?}");
+                return;
             }
         }
         let kept = report.kept_response();
