@@ -250,9 +250,4 @@ impl Isolate {
     pub fn flight_released(&mut self, key: &str, id: FlightId) {
         self.coalescer.release(key, id);
     }
-
-    /// How flight `id` for `key` stands at `now_ms`.
-    pub fn flight_state(&self, key: &str, id: FlightId, now_ms: f64) -> FlightState {
-        self.coalescer.state(key, id, now_ms)
-    }
 }

@@ -342,15 +342,15 @@ fn a_store_holds_its_declared_length_until_its_copy_is_put_and_only_a_whole_copy
     };
     let (_, ticket) = done.store.expect("stored");
     let whole = CopyEnd { bytes: 60, ..short };
-    assert_eq!(iso.flight_state(url, id, 12.0), FlightState::Pending);
+    assert_eq!(iso.coalescer.state(url, id, 12.0), FlightState::Pending);
     assert!(iso.copy_stored(&ticket, whole, true), "kept");
     assert_eq!(
-        iso.flight_state(url, id, 12.0),
+        iso.coalescer.state(url, id, 12.0),
         FlightState::Pending,
         "a varying answer's flight waits for its marker"
     );
     iso.marker_stored(&ticket);
-    assert_eq!(iso.flight_state(url, id, 12.0), FlightState::Stored);
+    assert_eq!(iso.coalescer.state(url, id, 12.0), FlightState::Stored);
     assert_eq!(iso.held_bodies.held(), 0);
 }
 
@@ -454,7 +454,7 @@ fn an_entry_served_ends_its_leaders_flight_and_one_stale_while_revalidate_serve_
         refresh.refresh && refresh.plan.is_some(),
         "accepted, planned"
     );
-    assert_eq!(iso.flight_state(url, id, 15_001.0), FlightState::Stored);
+    assert_eq!(iso.coalescer.state(url, id, 15_001.0), FlightState::Stored);
     // The next request is served stale too, but the refresh is claimed.
     let next = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 15_010.0));
     let again = iso.judge_entry(&next, &entry, &NO_HEADERS, url, false);
