@@ -243,11 +243,7 @@ pub(crate) async fn run(
         }
     };
     let mut legs = [primary, LegIo::idle()];
-    let mut timer = match delay_ms {
-        Some(ms) => delay(ms).fuse(),
-        None => Fuse::terminated(),
-    };
-    let mut deadline = delay(state.plan.timeout_ms).fuse();
+    let mut timer = RaceTimer::new(delay_ms, state.plan.timeout_ms, now_ms());
     // No listener on the client's disconnect: when the client leaves,
     // workerd cancels the invocation and its subrequests itself (the legs
     // are aborted at the origins with or without one:
@@ -255,7 +251,7 @@ pub(crate) async fn run(
     // closures a request. What the race sees is the signal's state: a client
     // already gone when the hedge timer fires gets no hedge.
     loop {
-        let event = next_event(&mut legs, &mut timer, &mut deadline).await;
+        let event = next_event(&mut legs, &mut timer).await;
         // A leg that failed while the client's body streamed to it: was it
         // the client's upload that broke? (Known within microtasks.)
         let body_broke = match &event {
@@ -274,7 +270,7 @@ pub(crate) async fn run(
             }
             // A stall check that found none: the hedge timer runs on.
             if let Some(ms) = order.rearm_ms {
-                timer = delay(ms).fuse();
+                timer.rearm_hedge(ms, now_ms());
             }
             let Some(hedge) = order.send_hedge.take() else {
                 break;
@@ -288,22 +284,65 @@ pub(crate) async fn run(
     }
 }
 
-type Timer = Fuse<LocalBoxFuture<'static, ()>>;
+/// The race's one runtime timer, set for the hedge timer while that is due
+/// before the deadline, then for the deadline: a request answered before
+/// its hedge delay sets and clears one `setTimeout`, not two (each is a
+/// closure and two calls into JavaScript).
+struct RaceTimer {
+    /// When the hedge timer is due (ms on the Worker's clock), while it is set.
+    hedge_at: Option<f64>,
+    deadline_at: f64,
+    armed: Fuse<LocalBoxFuture<'static, ()>>,
+}
+
+impl RaceTimer {
+    fn new(hedge_ms: Option<f64>, timeout_ms: f64, now_ms: f64) -> Self {
+        let mut timer = Self {
+            hedge_at: hedge_ms.map(|ms| now_ms + ms),
+            deadline_at: now_ms + timeout_ms,
+            armed: Fuse::terminated(),
+        };
+        timer.arm(now_ms);
+        timer
+    }
+
+    /// Sets the runtime timer for whichever is due first.
+    fn arm(&mut self, now_ms: f64) {
+        let at = match self.hedge_at {
+            Some(at) if at < self.deadline_at => at,
+            _ => self.deadline_at,
+        };
+        self.armed = delay(at - now_ms).fuse();
+    }
+
+    /// The runtime timer fired: which of the two it was. The deadline's
+    /// timer is set again after the hedge timer's.
+    fn fired(&mut self, now_ms: f64) -> Event {
+        match self.hedge_at.take() {
+            Some(at) if at < self.deadline_at => {
+                self.arm(now_ms);
+                Event::HedgeTimer
+            }
+            _ => Event::Deadline,
+        }
+    }
+
+    /// Sets the hedge timer again, `ms` from now (a stall check that found none).
+    fn rearm_hedge(&mut self, ms: f64, now_ms: f64) {
+        self.hedge_at = Some(now_ms + ms);
+        self.arm(now_ms);
+    }
+}
 
 /// Whichever comes first: a leg's answer, the hedge timer, the deadline.
-async fn next_event(
-    legs: &mut [LegIo; 2],
-    mut timer: &mut Timer,
-    mut deadline: &mut Timer,
-) -> Event {
+async fn next_event(legs: &mut [LegIo; 2], timer: &mut RaceTimer) -> Event {
     let [primary, hedge] = legs;
     // Biased, in this order: an answer that is ready wins over a timer that
     // is ready at the same moment (no needless hedge, no needless 504).
     futures::select_biased! {
         r = &mut primary.future => Event::Finished(Leg::Primary, r),
         r = &mut hedge.future => Event::Finished(Leg::Hedge, r),
-        _ = timer => Event::HedgeTimer,
-        _ = deadline => Event::Deadline,
+        _ = &mut timer.armed => timer.fired(now_ms()),
         complete => Event::Deadline,
     }
 }
