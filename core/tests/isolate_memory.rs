@@ -9,7 +9,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use hedgehog_core::header_list::HeaderList;
-use hedgehog_core::isolate::{Answer, Intake, Isolate, RequestHead};
+use hedgehog_core::isolate::{Answer, Intake, Isolate, RequestHead, Step};
 use hedgehog_core::race::{Leg, RaceEvent};
 
 struct Counting;
@@ -40,12 +40,16 @@ fn request(iso: &mut Isolate, method: &str, url: &str, status: u16, now_ms: f64)
         has_body: false,
         headers: &NO_HEADERS,
     };
-    let Intake::Proxy(mut exchange) = iso.accept(&head, now_ms) else {
+    let Intake::Proxy(exchange, first) = iso.accept(&head, now_ms) else {
         panic!("{method} {url} not proxied");
     };
-    let plan = match exchange.plan.take() {
-        Some(plan) => plan,
-        None => iso.plan(&exchange),
+    // A lookup first finds nothing.
+    let step = match first {
+        Step::LookUp { .. } => iso.found(&exchange, None, &NO_HEADERS, url, false),
+        other => other,
+    };
+    let Step::Race { plan, .. } = step else {
+        panic!("{method} {url}: no race: {step:?}");
     };
     let (mut race, _) = iso.start(plan, &exchange, now_ms);
     let answered = RaceEvent::Answered(Leg::Primary, Ok(status));

@@ -1,7 +1,7 @@
 //! The Worker side of [`hedgehog_core::request::coalesce`] (kept by the
 //! isolate): a leader's guard that releases its flight however the request
-//! ends. A waiter's polls are the proxy's (`find_entry`), as the isolate
-//! says ([`hedgehog_core::edge::BeforeRace`]).
+//! ends. A waiter's polls are the proxy's, as the isolate says
+//! ([`hedgehog_core::edge::Step::Wait`]).
 
 use super::isolate::{self, Shared};
 use hedgehog_core::edge::FlightId;

@@ -81,7 +81,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             url,
             strip_authorization,
         } => websocket::pass_through(&req, &url, &request_id, strip_authorization).await,
-        Intake::Proxy(exchange) => {
+        Intake::Proxy(exchange, first) => {
             let connections = connections::Connections::new();
             let client = client::Client {
                 req: &req,
@@ -93,7 +93,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             // Boxed: inline, its state is laid out beside this future's own
             // (measured: 4 KB held a request through the race; boxed, 2.9 KB
             // of heap in all, 2.7 KB before the pipeline).
-            Box::pin(proxy::run(client, &env, &ctx, &isolate, *exchange)).await
+            Box::pin(proxy::run(client, &env, &ctx, &isolate, *exchange, first)).await
         }
     }
 }

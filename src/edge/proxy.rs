@@ -1,6 +1,7 @@
-//! The proxy pipeline: body, cache (or a coalesced flight), plan, race,
-//! completion, response. Every decision is the [`Isolate`]'s; each step
-//! here converts types and does the I/O.
+//! The proxy pipeline: the isolate's steps before the race (body, a
+//! coalesced flight, the cache), the race, the completion, the response.
+//! Every decision, and the order of the steps, is the [`Isolate`]'s; each
+//! step here converts types and does the I/O.
 //!
 //! [`Isolate`]: hedgehog_core::isolate::Isolate
 
@@ -18,7 +19,9 @@ use super::race::{self, Asked, Outcome, RaceReport};
 use super::reply::{self, Failure, Timing};
 use super::request_body::{self, BodyRead, ClientBodyFault, HeldClaim};
 use super::{analytics, pop, refresh, request_log};
-use hedgehog_core::edge::{BeforeRace, BodyPlan, EntryUse, Exchange, Role, Served};
+use hedgehog_core::edge::{
+    BodyPlan, Exchange, NotHedgeableReason, RacePlan, Role, ServeEntry, Served, Step,
+};
 
 /// How much of a refused GET/HEAD body is read (and dropped) before the 400.
 const REFUSED_BODY_DRAIN_BYTES: usize = 64 * 1024;
@@ -27,11 +30,11 @@ const REFUSED_BODY_DRAIN_BYTES: usize = 64 * 1024;
 const BODY_BROKE: &str =
     "the request body broke off before its end (fewer bytes than Content-Length, or a bad chunk)";
 
-/// What the cache left for the race: a stale entry (whether it may stand
-/// in for a failure, the fields that revalidate it), the variants'
-/// generation, the flight to lead.
-#[derive(Debug, Default)]
+/// What the steps before the race left for it: the body the legs send, a
+/// stale entry (whether it may stand in for a failure, the fields that
+/// revalidate it), the variants' generation, the flight to lead.
 struct Miss {
+    body: OutboundBody,
     stale: Option<Stale>,
     generation: Option<String>,
     leader: Option<LeaderGuard>,
@@ -45,44 +48,45 @@ struct Stale {
     validators: Vec<(&'static str, String)>,
 }
 
-/// Proxies an exchange the isolate accepted.
+/// What the pipeline does its I/O with: the client's request, the Worker's
+/// bindings and invocation, the isolate.
+#[derive(Clone, Copy)]
+struct Io<'a> {
+    client: Client<'a>,
+    env: &'a Env,
+    ctx: &'a Context,
+    isolate: &'a Shared,
+}
+
+/// Proxies an exchange the isolate accepted, whose first step is `first`.
 pub(crate) async fn run(
     client: Client<'_>,
     env: &Env,
     ctx: &Context,
     isolate: &Shared,
     mut exchange: Exchange,
+    first: Step,
 ) -> worker::Result<web_sys::Response> {
-    let request_id = exchange.request_id.clone();
-    // Taken at once: a refused request releases its flight as it returns.
-    let leader = match exchange.role {
-        Role::Leader(id) => Some(LeaderGuard::new(isolate, client.url, id)),
-        _ => None,
+    let io = Io {
+        client,
+        env,
+        ctx,
+        isolate,
     };
+    let request_id = exchange.request_id.clone();
     let mut held = HeldClaim::new(isolate);
     let fault = ClientBodyFault::default();
-    let body = match read_body(client, &mut exchange, &mut held, &fault).await {
-        Ok(body) => body,
-        Err(_) if client.req.signal().aborted() => {
-            return Failure::ClientGone.response(&request_id)
-        }
-        Err(message) => return Failure::BadRequest(message).response(&request_id),
-    };
-    // The cache step and the completion are boxed: inline, their state
-    // (1.2 KB for the completion) would be held through the whole race.
-    let miss = match Box::pin(consult_cache(client, env, ctx, isolate, &exchange, leader)).await? {
-        Ok(miss) => miss,
-        Err(served) => return served,
+    // The steps before the race are boxed: inline, their state would be
+    // held through the whole race.
+    let before = before_race(io, &mut exchange, first, &mut held, &fault);
+    let (plan, miss) = match Box::pin(before).await {
+        Ok(ready) => ready,
+        Err(answered) => return answered,
     };
     if client.req.signal().aborted() {
         return Failure::ClientGone.response(&request_id);
     }
-    // Planned at intake when nothing had to be looked up or read first.
-    let plan = match exchange.plan.take() {
-        Some(plan) => plan,
-        None => isolate.borrow_mut().plan(&exchange),
-    };
-    let mut outbound = outbound(client, &exchange, body, fault, &miss)?;
+    let (mut outbound, miss) = outbound(client, &exchange, fault, miss)?;
     let signal = client.req.signal();
     let report = race::run(
         isolate,
@@ -110,190 +114,199 @@ pub(crate) async fn run(
         }
         return Failure::ClientGone.response(&request_id);
     }
-    Box::pin(finish(client, env, ctx, isolate, &exchange, report, miss)).await
+    // Boxed: inline, its state (1.2 KB) would be held through the race.
+    Box::pin(finish(io, &exchange, report, miss)).await
 }
 
-/// The request the legs send.
+/// Carries out the isolate's steps from `first` until the race: read the
+/// body, wait on a coalesced flight, look in the cache, each handed back
+/// as the isolate asks. `Ok` with the race's plan and what it needs of the
+/// steps; `Err` with the response when the exchange is answered before it
+/// (from the cache, a refused body, a client gone while it waited).
+async fn before_race(
+    io: Io<'_>,
+    exchange: &mut Exchange,
+    first: Step,
+    held: &mut HeldClaim,
+    fault: &ClientBodyFault,
+) -> Result<(RacePlan, Miss), worker::Result<web_sys::Response>> {
+    let Io {
+        client, isolate, ..
+    } = io;
+    // Taken at once: a refused request releases its flight as it returns.
+    let leader = match exchange.role {
+        Role::Leader(id) => Some(LeaderGuard::new(isolate, client.url, id)),
+        _ => None,
+    };
+    let mut miss = Miss {
+        body: OutboundBody::Empty,
+        stale: None,
+        generation: None,
+        leader,
+    };
+    let mut found = None;
+    let mut polls = 0u32;
+    let mut step = first;
+    loop {
+        step = match step {
+            Step::ReadBody => {
+                let (body, streamed) = match read_body(client, exchange, held, fault).await {
+                    Ok(read) => read,
+                    Err(_) if client.req.signal().aborted() => {
+                        return Err(Failure::ClientGone.response(&exchange.request_id))
+                    }
+                    Err(message) => {
+                        return Err(Failure::BadRequest(message).response(&exchange.request_id))
+                    }
+                };
+                miss.body = body;
+                isolate.borrow_mut().body_read(exchange, streamed)
+            }
+            // Waiters poll on their own timers instead of being woken by
+            // the leader: a wake-up from the leader would run the waiter's
+            // code inside the leader's request, which the runtime does not
+            // allow to do I/O for another request.
+            Step::Wait { ms } => {
+                Delay::from(Duration::from_millis(ms as u64)).await;
+                if client.req.signal().aborted() {
+                    return Err(Failure::ClientGone.response(&exchange.request_id));
+                }
+                polls = polls.saturating_add(1);
+                (isolate.borrow_mut()).flight_polled(exchange, client.url, polls, now_ms())
+            }
+            Step::LookUp { coalesced } => {
+                let lookup = cache::lookup(client.url, client.head, client.connections).await;
+                miss.generation = lookup.generation;
+                found = lookup.entry;
+                let head = found.as_ref().map(|entry| &entry.head);
+                let url = client.url;
+                (isolate.borrow_mut()).found(exchange, head, client.head, url, coalesced)
+            }
+            Step::Serve(serve) => {
+                let entry = found.take();
+                return Err(serve_entry(io, exchange, serve, entry, miss));
+            }
+            Step::Race { plan, stale } => {
+                miss.stale = (stale.zip(found)).map(|(stale, entry)| Stale {
+                    entry,
+                    if_error: stale.if_error,
+                    validators: stale.validators,
+                });
+                return Ok((plan, miss));
+            }
+        };
+    }
+}
+
+/// The request the legs send, and what the completion still needs of the
+/// steps before the race.
 fn outbound(
     client: Client<'_>,
     exchange: &Exchange,
-    body: OutboundBody,
     fault: ClientBodyFault,
-    miss: &Miss,
-) -> worker::Result<OutboundRequest> {
+    mut miss: Miss,
+) -> worker::Result<(OutboundRequest, Miss)> {
     let outbound = OutboundRequest {
         method: exchange.method.clone(),
         headers: leg::outbound_headers(client.headers, exchange)?,
-        body,
+        body: std::mem::replace(&mut miss.body, OutboundBody::Empty),
         client_body: fault,
     };
     // A stale entry is revalidated with the validators the isolate gave
     // (none for a conditional request): a 304 then refreshes it.
     let validators = miss.stale.as_ref().map_or(&[][..], |s| &s.validators[..]);
     cache::set_fields(&outbound.headers, validators)?;
-    Ok(outbound)
+    Ok((outbound, miss))
 }
 
-/// The body the legs send; `Err` with the 400's message for a GET or HEAD
-/// whose body held bytes, or a held body that broke off.
+/// The body the legs send, and why it goes streamed and unhedged when it
+/// outgrew a cap; `Err` with the 400's message for a GET or HEAD whose body
+/// held bytes, or a held body that broke off.
 async fn read_body(
     client: Client<'_>,
-    exchange: &mut Exchange,
+    exchange: &Exchange,
     held: &mut HeldClaim,
     fault: &ClientBodyFault,
-) -> Result<OutboundBody, &'static str> {
+) -> Result<(OutboundBody, Option<NotHedgeableReason>), &'static str> {
     let declared = exchange.declared_length;
     Ok(match exchange.body {
-        BodyPlan::Empty => OutboundBody::Empty,
+        BodyPlan::Empty => (OutboundBody::Empty, None),
         // GET and HEAD carry no body: an empty one is dropped, a real one refused.
         BodyPlan::Drain { refuse } => {
             let had_bytes = request_body::drain_up_to(client.req, REFUSED_BODY_DRAIN_BYTES).await;
             if had_bytes || refuse {
                 return Err("a GET or HEAD request must not carry a body");
             }
-            OutboundBody::Empty
+            (OutboundBody::Empty, None)
         }
         // Held for the hedge; one that outgrows a cap goes once, streamed.
         // Read before an origin is chosen: a client that hangs up
         // mid-upload has then claimed nothing from any origin.
         BodyPlan::Hold { cap } => {
             match request_body::read_up_to(client.req, cap, declared, held, fault).await {
-                BodyRead::Held(bytes) => OutboundBody::Buffered(bytes),
+                BodyRead::Held(bytes) => (OutboundBody::Buffered(bytes), None),
                 BodyRead::Streamed(stream, reason) => {
-                    exchange.not_hedgeable(reason);
-                    OutboundBody::Stream(Some(stream))
+                    (OutboundBody::Stream(Some(stream)), Some(reason))
                 }
                 BodyRead::Broken => return Err(BODY_BROKE),
             }
         }
-        BodyPlan::Stream => OutboundBody::Stream(
-            (client.req.body())
-                .map(|raw| request_body::forward(&raw, declared, fault).unwrap_or(raw)),
-        ),
+        BodyPlan::Stream => {
+            let body = (client.req.body())
+                .map(|raw| request_body::forward(&raw, declared, fault).unwrap_or(raw));
+            (OutboundBody::Stream(body), None)
+        }
     })
 }
 
-/// Waits on a coalesced flight and looks in the cache as the isolate says
-/// ([`BeforeRace`]): `Err(response)` when the client left while it waited,
-/// else what was found (nothing: race) and whether after a flight that
-/// stored it (`coalesced`).
-///
-/// Waiters poll on their own timers instead of being woken by the leader:
-/// a wake-up from the leader would run the waiter's code inside the
-/// leader's request, which the runtime does not allow to do I/O for another
-/// request.
-async fn find_entry(
-    client: Client<'_>,
-    isolate: &Shared,
+/// The cache's answer, as the isolate's `serve` says: the `entry` found,
+/// rebuilt for the client; a leader's flight is stored (its waiters read
+/// the entry at once) and a refresh it claimed runs in the background.
+fn serve_entry(
+    io: Io<'_>,
     exchange: &Exchange,
-) -> Result<(cache::Lookup, bool), worker::Result<web_sys::Response>> {
-    let mut next = exchange.before_race;
-    for polls in 1u32.. {
-        match next {
-            BeforeRace::Wait { ms } => {
-                Delay::from(Duration::from_millis(ms as u64)).await;
-                if client.req.signal().aborted() {
-                    return Err(Failure::ClientGone.response(&exchange.request_id));
-                }
-                next = (isolate.borrow()).flight_polled(exchange, client.url, polls, now_ms());
-            }
-            BeforeRace::LookUp { coalesced } => {
-                let found = cache::lookup(client.url, client.head, client.connections).await;
-                return Ok((found, coalesced));
-            }
-            BeforeRace::Race => break,
-        }
-    }
-    Ok((cache::Lookup::default(), false))
-}
-
-/// Finds what the cache holds for the request ([`find_entry`]) and does
-/// what the isolate says of it: `Err(response)` when the cache answers (or
-/// the client left), else what the race needs of it.
-async fn consult_cache(
-    client: Client<'_>,
-    env: &Env,
-    ctx: &Context,
-    isolate: &Shared,
-    exchange: &Exchange,
-    mut leader: Option<LeaderGuard>,
-) -> worker::Result<Result<Miss, worker::Result<web_sys::Response>>> {
-    let (mut found, coalesced) = match find_entry(client, isolate, exchange).await {
-        Ok(found) => found,
-        Err(gone) => return Ok(Err(gone)),
-    };
-    let Some(entry) = found.entry.take() else {
-        return Ok(Ok(Miss {
-            generation: found.generation,
-            leader,
-            ..Miss::default()
-        }));
-    };
-    let judged = (isolate.borrow_mut()).judge_entry(
-        exchange,
-        &entry.head,
-        client.head,
-        client.url,
-        coalesced,
-    );
-    let (how, not_modified, edits, refresh) = match judged {
-        Some(EntryUse::Serve {
-            how,
-            not_modified,
-            edits,
-            refresh,
-            ..
-        }) => (how, not_modified, edits, refresh),
-        Some(EntryUse::Stale {
-            if_error,
-            validators,
-        }) => {
-            return Ok(Ok(Miss {
-                stale: Some(Stale {
-                    entry,
-                    if_error,
-                    validators,
-                }),
-                generation: found.generation,
-                leader,
-            }));
-        }
-        None => {
-            return Ok(Ok(Miss {
-                generation: found.generation,
-                leader,
-                ..Miss::default()
-            }))
-        }
-    };
-    // The isolate has the flight stored (fresh, or stale while it is
-    // refreshed): its waiters read the entry at once.
-    if let Some(leader) = leader.take() {
+    serve: ServeEntry,
+    entry: Option<Entry>,
+    mut miss: Miss,
+) -> worker::Result<web_sys::Response> {
+    let Io {
+        client,
+        env,
+        ctx,
+        isolate,
+    } = io;
+    // Served only from an entry found: without one, the client gets the
+    // Worker's own 500, never a panic.
+    let entry = entry.ok_or_else(|| worker::Error::RustError("served without an entry".into()))?;
+    if let Some(leader) = miss.leader.take() {
         leader.disarm();
     }
-    if let Some(refresh) = refresh {
+    if let Some(refresh) = serve.refresh {
         refresh::spawn(ctx, env, isolate, client, *refresh, &entry);
     }
     let timing = Timing {
         start_ms: exchange.started_ms,
         now_ms: now_ms(),
     };
-    let served = cache::rebuilt(&entry, &edits, not_modified)
-        .and_then(|served| reply::cache_hit_response(served, how, &exchange.request_id, timing));
-    Ok(Err(served))
+    let how = serve.how;
+    cache::rebuilt(&entry, &serve.edits, serve.not_modified)
+        .and_then(|served| reply::cache_hit_response(served, how, &exchange.request_id, timing))
 }
 
 /// After the race: the isolate's completion, then its I/O (invalidation,
 /// the store, the response, the log line, the PoP push).
 async fn finish(
-    client: Client<'_>,
-    env: &Env,
-    ctx: &Context,
-    isolate: &Shared,
+    io: Io<'_>,
     exchange: &Exchange,
     mut report: RaceReport,
     mut miss: Miss,
 ) -> worker::Result<web_sys::Response> {
+    let Io {
+        client,
+        env,
+        ctx,
+        isolate,
+    } = io;
     let dataset = analytics::dataset(env);
     // A stale entry that may stand in for a failure.
     let stale_if_error = match &miss.stale {

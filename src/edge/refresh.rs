@@ -16,7 +16,7 @@ use super::leg::{self, OutboundBody, OutboundRequest};
 use super::race::{self, Asked, Outcome, RaceReport};
 use super::request_body::ClientBodyFault;
 use super::{analytics, request_log};
-use hedgehog_core::edge::{Exchange, HeaderList};
+use hedgehog_core::edge::{Exchange, HeaderList, Refresh};
 
 /// Runs `refresh`, the refresh of `entry` (served stale to `client`'s
 /// request) the isolate accepted, in the background.
@@ -25,9 +25,13 @@ pub(crate) fn spawn(
     env: &Env,
     shared: &Shared,
     client: Client<'_>,
-    mut refresh: Exchange,
+    refresh: Refresh,
     entry: &Entry,
 ) {
+    let Refresh {
+        exchange: refresh,
+        plan,
+    } = refresh;
     let url = client.url.to_string();
     let claim = RefreshClaim {
         isolate: Shared::clone(shared),
@@ -47,9 +51,6 @@ pub(crate) fn spawn(
     let connections = Rc::clone(client.connections);
     ctx.wait_until(async move {
         let _claim = claim;
-        let Some(plan) = refresh.plan.take() else {
-            return;
-        };
         let mut outbound = OutboundRequest {
             method: refresh.method.clone(),
             headers,

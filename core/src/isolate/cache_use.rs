@@ -3,46 +3,12 @@
 //! refreshes it runs and the coalesced flights it leads.
 
 use super::complete::StoreTicket;
-use super::{intake, BodyPlan, EntryUse, Exchange, Isolate, MAX_REFRESHES};
-use crate::cache::conditional::is_conditional;
-use crate::cache::entry::EntryHead;
-use crate::cache::freshness::Verdict;
+use super::step::Refresh;
+use super::{intake, BodyPlan, Exchange, Isolate, MAX_REFRESHES};
 use crate::header_list::HeaderList;
-use crate::observe::metrics::Served;
 use crate::request::body_watch::body_whole;
-use crate::request::coalesce::{poll_interval_ms, FlightId, FlightState, Role};
+use crate::request::coalesce::{FlightId, Role};
 use crate::request::outbound::TraceContext;
-
-/// What an exchange does next before its race: the driver (the Worker's
-/// glue, the simulator) carries it out and comes back with what it found.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum BeforeRace {
-    /// Wait on the coalesced flight this request joined, then poll it
-    /// ([`Isolate::flight_polled`]).
-    Wait {
-        /// How long, ms.
-        ms: f64,
-    },
-    /// Read the cache, then judge what it holds ([`Isolate::judge_entry`];
-    /// nothing there: race). `coalesced`: the flight stored what is found.
-    LookUp {
-        /// After a flight that stored it.
-        coalesced: bool,
-    },
-    /// Nothing to wait for or look up: race.
-    Race,
-}
-
-/// What a request with coalescing `role` does first ([`Exchange::before_race`]).
-pub(super) fn first_step(role: Role, look_up_cache: bool) -> BeforeRace {
-    match role {
-        Role::Waiter(_) => BeforeRace::Wait {
-            ms: poll_interval_ms(0),
-        },
-        _ if look_up_cache => BeforeRace::LookUp { coalesced: false },
-        _ => BeforeRace::Race,
-    }
-}
 
 /// How a store's copy went, as far as the cache read it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -64,85 +30,6 @@ pub struct CopyEnd {
 }
 
 impl Isolate {
-    /// What a waiter does after its `polls`-th poll (from 1) of its flight
-    /// for `url` at `now_ms`: wait on, read what the leader stored, or go
-    /// on as if it had come alone (nothing shared, or another variant).
-    pub fn flight_polled(
-        &self,
-        exchange: &Exchange,
-        url: &str,
-        polls: u32,
-        now_ms: f64,
-    ) -> BeforeRace {
-        let Role::Waiter(id) = exchange.role else {
-            return exchange.before_race;
-        };
-        match self.coalescer.state(url, id, now_ms) {
-            FlightState::Pending => BeforeRace::Wait {
-                ms: poll_interval_ms(polls),
-            },
-            FlightState::Stored | FlightState::Unknown => BeforeRace::LookUp { coalesced: true },
-            FlightState::Released => first_step(Role::Alone, exchange.look_up_cache),
-        }
-    }
-
-    /// What the stored `entry` may do for the accepted request for `url`,
-    /// whose fields are `request` (`coalesced`: found after waiting on a
-    /// flight that stored it); an entry that may be served counts as a
-    /// storable answer and as a request answered from the cache, ends a
-    /// leader's flight as stored, and, stale within
-    /// `stale-while-revalidate`, claims its refresh. `None` for a request
-    /// the cache may not answer.
-    pub fn judge_entry(
-        &mut self,
-        exchange: &Exchange,
-        entry: &EntryHead,
-        request: &HeaderList,
-        url: &str,
-        coalesced: bool,
-    ) -> Option<EntryUse> {
-        let directives = exchange.cache.as_ref()?;
-        let freshness = &entry.meta.freshness;
-        // The request's arrival time: one clock read less on the hit path.
-        let (age_s, refresh) = match freshness.verdict(directives, exchange.started_ms / 1000.0) {
-            Verdict::Fresh { age_s } => (age_s, false),
-            Verdict::StaleWhileRevalidate { age_s } => (age_s, true),
-            Verdict::Stale { serve_on_error, .. } => {
-                let validators = match is_conditional(request) {
-                    true => Vec::new(),
-                    false => entry.validators(),
-                };
-                return Some(EntryUse::Stale {
-                    if_error: serve_on_error,
-                    validators,
-                });
-            }
-        };
-        self.cache_routes.learn(&exchange.route.key);
-        let how = match () {
-            _ if refresh => Served::StaleWhileRevalidate,
-            _ if coalesced => Served::Coalesced,
-            _ => Served::Hit,
-        };
-        self.metrics.served_from_cache(&exchange.route.key, how);
-        // Waiters can use what is stored at once.
-        if let Role::Leader(id) = exchange.role {
-            self.coalescer.stored(url, id);
-        }
-        // Accepted as of its client's arrival: one clock read less.
-        let refresh = (refresh)
-            .then(|| self.begin_refresh(url, exchange, request, exchange.started_ms))
-            .flatten();
-        let not_modified = how == Served::Hit && entry.answers_not_modified(request);
-        Some(EntryUse::Serve {
-            age_s,
-            how,
-            not_modified,
-            edits: entry.served_edits(Some(age_s), not_modified),
-            refresh: refresh.map(Box::new),
-        })
-    }
-
     /// The copy of `ticket`'s answer went as `end` says: its claimed bytes
     /// are given back. `true` when it stays; `false` when it must be taken
     /// out again (cut at the cap, or short: the runtime relays an origin's
@@ -203,19 +90,19 @@ impl Isolate {
     /// path on the same route, ended by [`Isolate::complete`] like any race.
     /// `None` when one is already running (a stale entry is refreshed once,
     /// however many requests it serves meanwhile) or too many are.
-    pub fn begin_refresh(
+    pub(super) fn begin_refresh(
         &mut self,
         key: &str,
         client: &Exchange,
         client_head: &HeaderList,
         now_ms: f64,
-    ) -> Option<Exchange> {
+    ) -> Option<Refresh> {
         if self.refreshes.len() >= MAX_REFRESHES || self.refreshes.contains(key) {
             return None;
         }
         self.refreshes.insert(key.to_string());
         let plan = (self.hedger).plan_for(client.eligibility, &client.route, now_ms);
-        Some(Exchange {
+        let exchange = Exchange {
             request_id: self.ids.id(),
             trace: TraceContext {
                 trace_id: self.ids.id(),
@@ -229,15 +116,14 @@ impl Isolate {
             cache: client.cache,
             role: Role::Alone,
             look_up_cache: false,
-            before_race: BeforeRace::Race,
             body: BodyPlan::Empty,
             declared_length: None,
             strip_authorization: client.strip_authorization,
-            plan: Some(plan),
             started_ms: now_ms,
             refresh: true,
             dropped_headers: intake::dropped_headers(client_head, client.strip_authorization, true),
-        })
+        };
+        Some(Refresh { exchange, plan })
     }
 
     /// The background refresh of `key` is over.

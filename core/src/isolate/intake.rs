@@ -3,13 +3,13 @@
 //! and for the proxy its route, eligibility, cache use, coalescing role, how
 //! its body is handled and, when nothing has to be looked up first, its plan.
 
-use super::BeforeRace;
+use super::Step;
 use crate::cache::conditional::CONDITIONAL_REQUEST_HEADERS;
 use crate::cache::directives::Directives;
 use crate::cache::policy::{is_reserved_host, request_cacheable, url_host, CacheRequestFacts};
 use crate::config::{OperatorPage, StatsParams};
 use crate::header_list::HeaderList;
-use crate::race::{RacePlan, Route};
+use crate::race::Route;
 use crate::request::coalesce::Role;
 use crate::request::eligibility::{
     Eligibility, NotHedgeableReason, RequestFacts, METHOD_OVERRIDE_HEADERS,
@@ -70,8 +70,9 @@ pub enum Intake {
         /// Its `Authorization` carries an operator token: dropped.
         strip_authorization: bool,
     },
-    /// Proxied (boxed: it is large, the others small).
-    Proxy(Box<Exchange>),
+    /// Proxied (boxed: it is large, the others small), with what it does
+    /// first.
+    Proxy(Box<Exchange>, Step),
 }
 
 /// How a proxied request's body is handled.
@@ -118,9 +119,6 @@ pub struct Exchange {
     pub role: Role,
     /// Look in the cache first.
     pub look_up_cache: bool,
-    /// What it does first: wait on its flight, look in the cache, or race
-    /// (after each wait, [`super::Isolate::flight_polled`] says what next).
-    pub before_race: BeforeRace,
     /// How its body is handled.
     pub body: BodyPlan,
     /// The body's declared `Content-Length`: a body that ends short of it
@@ -129,8 +127,6 @@ pub struct Exchange {
     /// Its `Authorization` carries an operator token: dropped before any
     /// origin sees the request (a scraper aimed at the wrong host or path).
     pub strip_authorization: bool,
-    /// Its race's plan, once made (at once when nothing is looked up first).
-    pub plan: Option<RacePlan>,
     /// When it arrived.
     pub started_ms: f64,
     /// A background refresh of a stale entry (RFC 5861), not a client's

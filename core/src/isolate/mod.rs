@@ -21,22 +21,23 @@ mod intake;
 mod metrics_view;
 mod pop_push;
 mod stats;
+mod step;
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-pub use cache_use::{BeforeRace, CopyEnd};
+pub use cache_use::CopyEnd;
 pub use complete::{leg_lines, public_leg, Answer, Completion, StoreTicket};
 pub use intake::{BodyPlan, Exchange, Intake, RequestHead};
+pub use step::{Refresh, ServeEntry, StaleEntry, Step};
 
-use crate::cache::entry::HeaderEdits;
 use crate::cache::invalidation::Invalidations;
 use crate::cache::policy::CacheRoutes;
 use crate::config::{route_policy, Params};
 use crate::observe::error_events::{Billed, ErrorEvents};
 use crate::observe::exposition::Format;
 use crate::observe::latency_export::LatencyExport;
-use crate::observe::metrics::{MetricCounts, Served};
+use crate::observe::metrics::MetricCounts;
 use crate::observe::route_labels::RouteLabels;
 use crate::race::{Action, Hedger, Leg, RaceEnd, RaceEvent, RacePlan, RaceState, Route};
 use crate::request::coalesce::{Coalescer, Role};
@@ -52,38 +53,6 @@ pub const MAX_REFRESHES: usize = 256;
 /// Routes never seen to produce a storable response are looked up in the
 /// cache one request in this many.
 const CACHE_PROBE_EVERY: u64 = 64;
-
-/// What a stored entry may do for a request.
-#[derive(Debug)]
-pub enum EntryUse {
-    /// Serve it at this age (a leader's flight is then stored: its waiters
-    /// read the entry); `refresh` when it is stale within
-    /// `stale-while-revalidate`, and this request refreshes it.
-    Serve {
-        /// Its age, seconds.
-        age_s: u64,
-        /// Fresh, after a coalesced wait, or stale while it is refreshed
-        /// ([`Served::StaleWhileRevalidate`]: start the refresh).
-        how: Served,
-        /// A bodiless `304`: the client's conditional request matched it.
-        not_modified: bool,
-        /// What makes its stored fields the client's.
-        edits: HeaderEdits,
-        /// The background refresh to run, accepted and planned, when this
-        /// request claimed it (one per key at a time, within
-        /// [`MAX_REFRESHES`]); its end is [`Isolate::end_refresh`].
-        refresh: Option<Box<Exchange>>,
-    },
-    /// Too stale to serve: the race's legs ask the origin with its
-    /// validators (none when the client's request is conditional itself:
-    /// the origin answers the client's own question).
-    Stale {
-        /// It may stand in for a failure (`stale-if-error`).
-        if_error: bool,
-        /// The fields that revalidate it (`If-None-Match`, ...).
-        validators: Vec<(&'static str, String)>,
-    },
-}
 
 /// Everything an isolate knows and decides. One per isolate; the Worker
 /// borrows it only between awaits.
@@ -297,7 +266,7 @@ impl Isolate {
         let body_plan = intake::body_plan(decision, body.body, p.eligibility.max_body_bytes);
         let (role, look_up_cache) = self.arrive(head.url, &route.key, cache.is_some(), now_ms);
         let strip_authorization = intake::carries_operator_token(head, &p.stats);
-        let mut exchange = Exchange {
+        let exchange = Exchange {
             request_id,
             trace: intake::trace(head, &mut self.ids),
             method: head.method.to_string(),
@@ -308,20 +277,16 @@ impl Isolate {
             cache,
             role,
             look_up_cache,
-            before_race: cache_use::first_step(role, look_up_cache),
             body: body_plan,
             declared_length: body.content_length,
             strip_authorization,
-            plan: None,
             started_ms: now_ms,
             refresh: false,
             dropped_headers: intake::dropped_headers(head.headers, strip_authorization, false),
         };
         // Nothing to look up or read first: planned now, one call less.
-        if role == Role::Alone && !look_up_cache && body_plan == BodyPlan::Empty {
-            exchange.plan = Some(self.plan(&exchange));
-        }
-        Intake::Proxy(Box::new(exchange))
+        let first = self.first_step(&exchange);
+        Intake::Proxy(Box::new(exchange), first)
     }
 
     /// The label `key` is counted under; labels given up now fold into
@@ -352,12 +317,6 @@ impl Isolate {
             Role::Alone
         };
         (role, self.cache_routes.should_lookup(route))
-    }
-
-    /// Plans the exchange's race (for its arrival time), when its intake
-    /// could not (the cache or the body came first).
-    pub fn plan(&mut self, exchange: &Exchange) -> RacePlan {
-        (self.hedger).plan_for(exchange.eligibility, &exchange.route, exchange.started_ms)
     }
 
     /// `exchange`'s primary is sent at `now_ms`: the race begins, with the
@@ -508,7 +467,7 @@ impl Isolate {
     }
 
     /// Requests by how they were served, over every route (the metrics'
-    /// counters, in [`Served`] order).
+    /// counters, in [`crate::observe::metrics::Served`] order).
     pub(crate) fn served_counts(&self) -> [u64; 6] {
         let mut served = [0; 6];
         for route in self.metrics.routes.values() {

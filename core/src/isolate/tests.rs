@@ -5,6 +5,7 @@ use crate::vec_map::VecMap;
 use super::*;
 use crate::config::OperatorPage;
 use crate::header_list::HeaderList;
+use crate::observe::metrics::Served;
 use crate::race::{Leg, RaceEvent};
 use crate::request::coalesce::FlightState;
 
@@ -33,18 +34,38 @@ fn head<'a>(url: &'a str, method: &'a str, headers: &'a HeaderList) -> RequestHe
 static NO_HEADERS: HeaderList = HeaderList::EMPTY;
 
 fn proxy(intake: Intake) -> Exchange {
+    proxy_step(intake).0
+}
+
+/// A proxied request and its first step.
+fn proxy_step(intake: Intake) -> (Exchange, Step) {
     match intake {
-        Intake::Proxy(exchange) => *exchange,
+        Intake::Proxy(exchange, first) => (*exchange, first),
         other => panic!("not proxied: {other:?}"),
+    }
+}
+
+/// The plan of `exchange` (for `url`), whose first step is `first`: a
+/// lookup finds nothing.
+fn plan_of(iso: &mut Isolate, exchange: &Exchange, first: Step, url: &str) -> RacePlan {
+    let step = match first {
+        Step::LookUp { .. } => iso.found(exchange, None, &NO_HEADERS, url, false),
+        other => other,
+    };
+    match step {
+        Step::Race { plan, .. } => plan,
+        other => panic!("no race: {other:?}"),
     }
 }
 
 #[test]
 fn an_uncacheable_get_is_planned_at_admission_and_completes_in_five_calls() {
     let mut iso = isolate(&[("HEDGE_CACHE", "false")]);
-    let mut exchange = proxy(iso.accept(&head("https://e/api/x", "GET", &NO_HEADERS), 0.0));
-    assert!(exchange.plan.is_some(), "planned without another call");
-    let plan = exchange.plan.take().expect("planned at intake");
+    let (exchange, first) =
+        proxy_step(iso.accept(&head("https://e/api/x", "GET", &NO_HEADERS), 0.0));
+    let Step::Race { plan, stale: None } = first else {
+        panic!("planned without another call: {first:?}");
+    };
     let (mut race, primary) = iso.start(plan, &exchange, 0.0);
     assert_eq!(primary.url, "http://a/api/x");
     assert!(
@@ -137,9 +158,16 @@ fn a_get_with_a_body_is_drained_and_refused_by_its_length() {
     let cl = HeaderList::from_pairs([("content-length", "5")]);
     let mut with_body = head("https://e/x", "GET", &cl);
     with_body.has_body = true;
-    let exchange = proxy(iso.accept(&with_body, 0.0));
+    let (mut exchange, first) = proxy_step(iso.accept(&with_body, 0.0));
     assert_eq!(exchange.body, BodyPlan::Drain { refuse: true });
-    assert!(exchange.plan.is_none(), "planned after the drain");
+    assert!(matches!(first, Step::ReadBody), "{first:?}");
+    // Read (a refusal is the driver's): then what a bodiless GET does
+    // first, on a route not yet known to store a probe of the cache.
+    let next = iso.body_read(&mut exchange, None);
+    assert!(
+        matches!(next, Step::LookUp { coalesced: false }),
+        "{next:?}"
+    );
 }
 
 #[test]
@@ -175,44 +203,49 @@ fn identical_misses_coalesce_only_once_the_route_answered_storably() {
 
 #[test]
 fn before_its_race_a_waiter_polls_its_flight_and_reads_what_the_leader_stored() {
-    use super::BeforeRace::{LookUp, Race, Wait};
+    use super::Step::{LookUp, Race, Wait};
     let mut iso = isolate(&[]);
     let url = "https://e/r/x";
     let accept =
-        |iso: &mut Isolate, now: f64| proxy(iso.accept(&head(url, "GET", &NO_HEADERS), now));
-    let first = accept(&mut iso, 0.0);
-    assert_eq!(first.before_race, LookUp { coalesced: false }, "a probe");
+        |iso: &mut Isolate, now: f64| proxy_step(iso.accept(&head(url, "GET", &NO_HEADERS), now));
+    let (first, step) = accept(&mut iso, 0.0);
+    assert!(
+        matches!(step, LookUp { coalesced: false }),
+        "a probe: {step:?}"
+    );
     iso.learn_storable(&first.route.key, true);
-    let leader = accept(&mut iso, 1.0);
-    let waiter = accept(&mut iso, 2.0);
+    let (leader, step) = accept(&mut iso, 1.0);
+    assert!(matches!(step, LookUp { coalesced: false }), "{step:?}");
+    let (waiter, step) = accept(&mut iso, 2.0);
+    assert!(matches!(step, Wait { ms } if ms == 1.0), "{step:?}");
     let Role::Leader(id) = leader.role else {
         panic!("{:?}", leader.role);
     };
-    assert_eq!(leader.before_race, LookUp { coalesced: false });
-    assert_eq!(waiter.before_race, Wait { ms: 1.0 });
-    assert_eq!(iso.flight_polled(&waiter, url, 1, 3.0), Wait { ms: 2.0 });
-    assert_eq!(iso.flight_polled(&waiter, url, 5, 30.0), Wait { ms: 16.0 });
+    let polled =
+        |iso: &mut Isolate, polls: u32, now: f64| iso.flight_polled(&waiter, url, polls, now);
+    assert!(matches!(polled(&mut iso, 1, 3.0), Wait { ms } if ms == 2.0));
+    assert!(matches!(polled(&mut iso, 5, 30.0), Wait { ms } if ms == 16.0));
     // The leader's answer is stored: the waiter reads it.
     iso.coalescer.stored(url, id);
-    assert_eq!(
-        iso.flight_polled(&waiter, url, 6, 40.0),
+    assert!(matches!(
+        polled(&mut iso, 6, 40.0),
         LookUp { coalesced: true }
-    );
+    ));
     // Released without a store: as if it had come alone.
-    let leader = accept(&mut iso, 50.0);
-    let waiter = accept(&mut iso, 51.0);
+    let (leader, _) = accept(&mut iso, 50.0);
+    let (waiter, _) = accept(&mut iso, 51.0);
     let Role::Leader(id) = leader.role else {
         panic!("{:?}", leader.role);
     };
     iso.flight_released(url, id);
-    let alone = match waiter.look_up_cache {
-        true => LookUp { coalesced: false },
-        false => Race,
-    };
-    assert_eq!(iso.flight_polled(&waiter, url, 1, 52.0), alone);
+    let next = iso.flight_polled(&waiter, url, 1, 52.0);
+    match waiter.look_up_cache {
+        true => assert!(matches!(next, LookUp { coalesced: false }), "{next:?}"),
+        false => assert!(matches!(next, Race { stale: None, .. }), "{next:?}"),
+    }
     // Uncacheable: straight to the race.
-    let post = proxy(iso.accept(&head(url, "POST", &NO_HEADERS), 60.0));
-    assert_eq!(post.before_race, Race);
+    let (_, step) = proxy_step(iso.accept(&head(url, "POST", &NO_HEADERS), 60.0));
+    assert!(matches!(step, Race { stale: None, .. }), "{step:?}");
 }
 
 #[test]
@@ -227,7 +260,10 @@ fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
             .chain([("accept", "*/*"), ("connection", "close")]),
     );
     let client = proxy(iso.accept(&head(url, "GET", &fields), 0.0));
-    let mut refresh = iso
+    let Refresh {
+        exchange: refresh,
+        plan,
+    } = iso
         .begin_refresh(url, &client, &fields, 10.0)
         .expect("the first refresh of a key is claimed");
     assert!(
@@ -248,7 +284,6 @@ fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
     }
     assert!(!drops(&refresh, "accept") && drops(&refresh, "connection"));
     assert!(drops(&client, "connection"));
-    let plan = refresh.plan.take().expect("planned when claimed");
     let (mut race, _) = iso.start(plan, &refresh, 10.0);
     let failed = RaceEvent::Answered(Leg::Primary, Ok(503));
     iso.handle(&refresh, &mut race, failed, 30.0);
@@ -305,10 +340,11 @@ fn stored_answer(
     length: &str,
     now_ms: f64,
 ) -> (Exchange, Completion) {
-    let mut exchange = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), now_ms));
+    let (exchange, first) = proxy_step(iso.accept(&head(url, "GET", &NO_HEADERS), now_ms));
+    let plan = plan_of(iso, &exchange, first, url);
     let fields =
         HeaderList::from_pairs([("cache-control", "max-age=60"), ("content-length", length)]);
-    let done = race_to(iso, &mut exchange, url, 200, (200, &fields), now_ms);
+    let done = race_to(iso, &exchange, plan, url, 200, (200, &fields), now_ms);
     (exchange, done)
 }
 
@@ -377,13 +413,13 @@ fn the_isolate_says_how_an_entry_serves_or_which_fields_revalidate_it() {
     };
     let url = "https://e/r/x";
     let plain = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 1_000.0));
-    let Some(EntryUse::Serve {
+    let Step::Serve(ServeEntry {
         age_s,
         how,
         not_modified,
         edits,
         refresh: None,
-    }) = iso.judge_entry(&plain, &entry(60.0), &NO_HEADERS, url, false)
+    }) = iso.found(&plain, Some(&entry(60.0)), &NO_HEADERS, url, false)
     else {
         panic!("a fresh entry serves");
     };
@@ -392,24 +428,33 @@ fn the_isolate_says_how_an_entry_serves_or_which_fields_revalidate_it() {
     // The client's own validator matches: a bodiless 304.
     let inm = HeaderList::from_pairs([("if-none-match", "\"v1\"")]);
     let asking = proxy(iso.accept(&head(url, "GET", &inm), 1_000.0));
-    let Some(EntryUse::Serve {
+    let Step::Serve(ServeEntry {
         not_modified: true,
         edits,
         ..
-    }) = iso.judge_entry(&asking, &entry(60.0), &inm, url, false)
+    }) = iso.found(&asking, Some(&entry(60.0)), &inm, url, false)
     else {
         panic!("a matching conditional request gets a 304");
     };
     assert!(edits.delete.iter().any(|n| n == "content-length"));
     // Too stale: the legs revalidate it, unless the client asks its own question.
-    let stale = iso.judge_entry(&plain, &entry(0.0), &NO_HEADERS, url, false);
-    assert!(
-        matches!(&stale, Some(EntryUse::Stale { if_error: false, validators })
-            if validators == &[("if-none-match", "\"v1\"".to_string())]),
-        "{stale:?}"
+    let stale = iso.found(&plain, Some(&entry(0.0)), &NO_HEADERS, url, false);
+    let Step::Race {
+        stale: Some(stale), ..
+    } = stale
+    else {
+        panic!("raced, asking about it: {stale:?}");
+    };
+    let validators = vec![("if-none-match", "\"v1\"".to_string())];
+    assert_eq!(
+        *stale,
+        StaleEntry {
+            if_error: false,
+            validators
+        }
     );
-    let own = iso.judge_entry(&asking, &entry(0.0), &inm, url, false);
-    assert!(matches!(own, Some(EntryUse::Stale { validators, .. }) if validators.is_empty()));
+    let own = iso.found(&asking, Some(&entry(0.0)), &inm, url, false);
+    assert!(matches!(own, Step::Race { stale: Some(s), .. } if s.validators.is_empty()));
 }
 
 #[test]
@@ -442,44 +487,42 @@ fn an_entry_served_ends_its_leaders_flight_and_one_stale_while_revalidate_serve_
     let Role::Leader(id) = leader.role else {
         panic!("a known storable route coalesces: {:?}", leader.role);
     };
-    let Some(EntryUse::Serve {
+    let Step::Serve(ServeEntry {
         how: Served::StaleWhileRevalidate,
         refresh: Some(refresh),
         ..
-    }) = iso.judge_entry(&leader, &entry, &NO_HEADERS, url, false)
+    }) = iso.found(&leader, Some(&entry), &NO_HEADERS, url, false)
     else {
         panic!("served stale, refreshed");
     };
-    assert!(
-        refresh.refresh && refresh.plan.is_some(),
-        "accepted, planned"
-    );
+    assert!(refresh.exchange.refresh, "accepted, planned");
     assert_eq!(iso.coalescer.state(url, id, 15_001.0), FlightState::Stored);
     // The next request is served stale too, but the refresh is claimed.
     let next = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 15_010.0));
-    let again = iso.judge_entry(&next, &entry, &NO_HEADERS, url, false);
+    let again = iso.found(&next, Some(&entry), &NO_HEADERS, url, false);
     assert!(
-        matches!(again, Some(EntryUse::Serve { refresh: None, .. })),
+        matches!(again, Step::Serve(ServeEntry { refresh: None, .. })),
         "{again:?}"
     );
     iso.end_refresh(url);
     let later = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 15_020.0));
-    let claimed = iso.judge_entry(&later, &entry, &NO_HEADERS, url, false);
+    let claimed = iso.found(&later, Some(&entry), &NO_HEADERS, url, false);
     assert!(matches!(
         claimed,
-        Some(EntryUse::Serve {
+        Step::Serve(ServeEntry {
             refresh: Some(_),
             ..
         })
     ));
 }
 
-/// Races `exchange` (for `url`) to an answer of `leg_status` from its
+/// Races `exchange` (for `url`, under `plan`) to an answer of `leg_status` from its
 /// primary at `now_ms` and completes it with the answer's status and
 /// fields.
 fn race_to(
     iso: &mut Isolate,
-    exchange: &mut Exchange,
+    exchange: &Exchange,
+    plan: RacePlan,
     url: &str,
     leg_status: u16,
     answer: (u16, &HeaderList),
@@ -494,22 +537,19 @@ fn race_to(
         revalidated: None,
         analytics: false,
     };
-    race_to_answer(iso, exchange, url, leg_status, &answer, now_ms)
+    race_to_answer(iso, exchange, plan, url, leg_status, &answer, now_ms)
 }
 
 /// [`race_to`] with the whole answer as the glue hands it in.
 fn race_to_answer(
     iso: &mut Isolate,
-    exchange: &mut Exchange,
+    exchange: &Exchange,
+    plan: RacePlan,
     url: &str,
     leg_status: u16,
     answer: &Answer<'_>,
     now_ms: f64,
 ) -> Completion {
-    let plan = match exchange.plan.take() {
-        Some(plan) => plan,
-        None => iso.plan(exchange),
-    };
     let (mut race, _) = iso.start(plan, exchange, now_ms);
     let answered = RaceEvent::Answered(Leg::Primary, Ok(leg_status));
     iso.handle(exchange, &mut race, answered, now_ms + 5.0);
@@ -521,8 +561,9 @@ fn an_entry_goes_stale_is_revalidated_and_a_304_makes_it_fresh_again_on_the_test
     use crate::cache::entry::EntryHead;
     let mut iso = isolate(&[]);
     let url = "https://e/r/x";
-    let accept =
-        |iso: &mut Isolate, now_ms: f64| proxy(iso.accept(&head(url, "GET", &NO_HEADERS), now_ms));
+    let accept = |iso: &mut Isolate, now_ms: f64| {
+        proxy_step(iso.accept(&head(url, "GET", &NO_HEADERS), now_ms))
+    };
     // t = 0: a miss; the origin's answer is stored for 10 s.
     let origin = HeaderList::from_pairs([
         ("cache-control", "max-age=10"),
@@ -530,8 +571,9 @@ fn an_entry_goes_stale_is_revalidated_and_a_304_makes_it_fresh_again_on_the_test
         ("content-length", "5"),
         ("x-kind", "first"),
     ]);
-    let mut miss = accept(&mut iso, 0.0);
-    let done = race_to(&mut iso, &mut miss, url, 200, (200, &origin), 0.0);
+    let (miss, first) = accept(&mut iso, 0.0);
+    let plan = plan_of(&mut iso, &miss, first, url);
+    let done = race_to(&mut iso, &miss, plan, url, 200, (200, &origin), 0.0);
     let (plan, ticket) = done.store.expect("stored");
     let whole = CopyEnd {
         put: true,
@@ -542,20 +584,23 @@ fn an_entry_goes_stale_is_revalidated_and_a_304_makes_it_fresh_again_on_the_test
     assert!(iso.copy_stored(&ticket, whole, false));
     let entry = EntryHead::new(plan.edits.applied_to(&origin)).expect("its meta reads");
     // t = 5 s: fresh, served at its age.
-    let hit = accept(&mut iso, 5_000.0);
-    let served = iso.judge_entry(&hit, &entry, &NO_HEADERS, url, false);
+    let (hit, _) = accept(&mut iso, 5_000.0);
+    let served = iso.found(&hit, Some(&entry), &NO_HEADERS, url, false);
     assert!(
-        matches!(served, Some(EntryUse::Serve { age_s: 5, .. })),
+        matches!(served, Step::Serve(ServeEntry { age_s: 5, .. })),
         "{served:?}"
     );
     // t = 20 s: stale; the legs ask the origin with its validator.
-    let mut later = accept(&mut iso, 20_000.0);
-    let Some(EntryUse::Stale { validators, .. }) =
-        iso.judge_entry(&later, &entry, &NO_HEADERS, url, false)
+    let (later, _) = accept(&mut iso, 20_000.0);
+    let Step::Race {
+        plan,
+        stale: Some(stale),
+    } = iso.found(&later, Some(&entry), &NO_HEADERS, url, false)
     else {
         panic!("stale after its 10 s");
     };
-    assert_eq!(validators, vec![("if-none-match", "\"v1\"".to_string())]);
+    let validators = vec![("if-none-match", "\"v1\"".to_string())];
+    assert_eq!(stale.validators, validators);
     // The origin answers 304 with a new lifetime: the entry, merged, is what
     // the client gets and what is stored again.
     let not_modified =
@@ -569,7 +614,7 @@ fn an_entry_goes_stale_is_revalidated_and_a_304_makes_it_fresh_again_on_the_test
         revalidated: Some((200, &entry)),
         analytics: false,
     };
-    let done = race_to_answer(&mut iso, &mut later, url, 304, &answer, 20_000.0);
+    let done = race_to_answer(&mut iso, &later, plan, url, 304, &answer, 20_000.0);
     assert_eq!(done.status, 200, "the client gets the entry");
     let merged = (done.merged.as_ref())
         .expect("merged")
@@ -589,10 +634,10 @@ fn an_entry_goes_stale_is_revalidated_and_a_304_makes_it_fresh_again_on_the_test
         Some("max-age=60")
     );
     // t = 50 s: fresh again, 30 s old.
-    let after = accept(&mut iso, 50_000.0);
-    let served = iso.judge_entry(&after, &renewed, &NO_HEADERS, url, false);
+    let (after, _) = accept(&mut iso, 50_000.0);
+    let served = iso.found(&after, Some(&renewed), &NO_HEADERS, url, false);
     assert!(
-        matches!(served, Some(EntryUse::Serve { age_s: 30, .. })),
+        matches!(served, Step::Serve(ServeEntry { age_s: 30, .. })),
         "{served:?}"
     );
 }
@@ -603,18 +648,21 @@ fn a_stale_entry_stands_in_for_a_5xx_at_its_current_age() {
     let mut iso = isolate(&[]);
     let url = "https://e/r/x";
     let origin = HeaderList::from_pairs([("cache-control", "max-age=10, stale-if-error=600")]);
-    let mut first = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 0.0));
-    let done = race_to(&mut iso, &mut first, url, 200, (200, &origin), 0.0);
+    let (first, step) = proxy_step(iso.accept(&head(url, "GET", &NO_HEADERS), 0.0));
+    let plan = plan_of(&mut iso, &first, step, url);
+    let done = race_to(&mut iso, &first, plan, url, 200, (200, &origin), 0.0);
     let (plan, _) = done.store.expect("stored");
     let entry = EntryHead::new(plan.edits.applied_to(&origin)).expect("meta");
     // 100 s later the origin fails: the entry answers, 100 s old.
-    let mut later = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 100_000.0));
-    let Some(EntryUse::Stale { if_error: true, .. }) =
-        iso.judge_entry(&later, &entry, &NO_HEADERS, url, false)
+    let later = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 100_000.0));
+    let Step::Race {
+        plan,
+        stale: Some(stale),
+    } = iso.found(&later, Some(&entry), &NO_HEADERS, url, false)
     else {
-        panic!("stale, and allowed to stand in for an error");
+        panic!("stale: raced");
     };
-    let plan = later.plan.take().unwrap_or_else(|| iso.plan(&later));
+    assert!(stale.if_error, "allowed to stand in for an error");
     let (mut race, _) = iso.start(plan, &later, 100_000.0);
     iso.handle(
         &later,

@@ -17,7 +17,7 @@ use super::{Event, Sim};
 use crate::cache::entry::{lookup_step, EntryHead, LookupStep, StorePlan};
 use crate::header_list::HeaderList;
 use crate::isolate::{
-    Answer, BeforeRace, CopyEnd, EntryUse, Exchange, Intake, Isolate, RequestHead,
+    Answer, CopyEnd, Exchange, Intake, Isolate, Refresh, RequestHead, ServeEntry, Step,
 };
 use crate::observe::metrics::Served;
 use crate::pop::push::Push;
@@ -107,6 +107,8 @@ pub(super) struct CachedRequest {
     stale: Option<(u16, EntryHead, bool)>,
     /// The `If-None-Match` its legs send.
     if_none_match: Option<String>,
+    /// The `ETag` of the entry it was served (a refresh it claimed sends it).
+    validator: Option<String>,
     /// The generation of the URL's variants its lookup found.
     generation: Option<String>,
     /// Flight polls so far (a waiter).
@@ -204,10 +206,9 @@ impl Sim<'_> {
             has_body: false,
             headers: &NO_FIELDS,
         };
-        let Intake::Proxy(exchange) = self.isolates[isolate].accept(&head, now) else {
+        let Intake::Proxy(exchange, first) = self.isolates[isolate].accept(&head, now) else {
             return; // the simulator's requests are all proxied
         };
-        let next = exchange.before_race;
         let id = self.new_request(isolate, arrival_ms);
         self.requests[id as usize].cached = Some(Box::new(CachedRequest {
             exchange: *exchange,
@@ -215,21 +216,40 @@ impl Sim<'_> {
             key,
             stale: None,
             if_none_match: None,
+            validator: None,
             generation: None,
             polls: 0,
         }));
-        self.before_race(id, next);
+        self.carry_out(id, first);
     }
 
-    /// Carries out what request `req` does next before its race.
-    fn before_race(&mut self, req: u32, next: BeforeRace) {
+    /// Carries out request `req`'s next step, as the isolate said.
+    fn carry_out(&mut self, req: u32, step: Step) {
         let lookup_ms = self.cache.as_ref().map_or(0.0, |s| s.spec.lookup_ms);
-        match next {
-            BeforeRace::Wait { ms } => self.schedule(self.now + ms, Event::FlightPoll { req }),
-            BeforeRace::LookUp { coalesced } => {
+        match step {
+            Step::ReadBody => {
+                // The simulator's requests carry no body.
+                let r = &mut self.requests[req as usize];
+                let Some(c) = r.cached.as_mut() else {
+                    return;
+                };
+                let next = self.isolates[r.isolate as usize].body_read(&mut c.exchange, None);
+                self.carry_out(req, next);
+            }
+            Step::Wait { ms } => self.schedule(self.now + ms, Event::FlightPoll { req }),
+            Step::LookUp { coalesced } => {
                 self.schedule(self.now + lookup_ms, Event::CacheRead { req, coalesced })
             }
-            BeforeRace::Race => self.race_cached(req),
+            Step::Serve(serve) => self.serve_entry(req, serve),
+            Step::Race { plan, .. } => {
+                if let (Some(side), Some(c)) = (
+                    self.cache.as_mut(),
+                    self.requests[req as usize].cached.as_ref(),
+                ) {
+                    side.counts.revalidations += u64::from(c.if_none_match.is_some());
+                }
+                self.begin_race(req, plan);
+            }
         }
     }
 
@@ -241,12 +261,13 @@ impl Sim<'_> {
             return;
         };
         c.polls += 1;
-        let iso = &self.isolates[r.isolate as usize];
+        let iso = &mut self.isolates[r.isolate as usize];
         let next = iso.flight_polled(&c.exchange, &c.url, c.polls, now);
-        self.before_race(req, next);
+        self.carry_out(req, next);
     }
 
-    /// The cache's answer to a lookup: the isolate judges what it holds.
+    /// The cache's answer to a lookup: the isolate says what it does for
+    /// the request (a stale entry's validators go with the race).
     pub(super) fn cache_read(&mut self, req: u32, coalesced: bool) {
         let now = self.now;
         let (Some(side), Some(r)) = (self.cache.as_mut(), self.requests.get_mut(req as usize))
@@ -261,76 +282,65 @@ impl Sim<'_> {
         // Its `Date` is to the second: the renewed entry's age starts at up to 1 s.
         let fresh_for_ms = (side.spec.max_age_s as f64 - 1.0) * 1000.0;
         let renewed = (side.renewed_ms.get(&c.url)).is_some_and(|at| now - at < fresh_for_ms);
-        let Some((status, entry)) = entry else {
-            side.counts.after_renewal.1 += u64::from(renewed);
-            return self.race_cached(req);
-        };
         let iso = &mut self.isolates[r.isolate as usize];
-        let judged = iso.judge_entry(&c.exchange, &entry, &NO_FIELDS, &c.url, coalesced);
-        let fresh = matches!(&judged, Some(EntryUse::Serve { how, .. }) if *how != Served::StaleWhileRevalidate);
+        let found = entry.as_ref().map(|(_, head)| head);
+        let next = iso.found(&c.exchange, found, &NO_FIELDS, &c.url, coalesced);
+        let fresh = matches!(&next, Step::Serve(s) if s.how != Served::StaleWhileRevalidate);
         side.counts.after_renewal.0 += u64::from(renewed && fresh);
         side.counts.after_renewal.1 += u64::from(renewed && !fresh);
-        match judged {
-            Some(EntryUse::Serve { refresh, .. }) => {
-                let (url, key) = (c.url.clone(), c.key);
-                if let Some(refresh) = refresh {
-                    let validator = entry.header("etag").map(|e| e.into_owned());
-                    self.start_refresh(req, *refresh, url, key, validator);
-                }
-                self.served_from_cache(req);
+        match (&next, entry) {
+            (Step::Serve(_), Some((_, entry))) => {
+                c.validator = entry.header("etag").map(|e| e.into_owned());
             }
-            Some(EntryUse::Stale {
-                if_error,
-                validators,
-            }) => {
-                let inm = validators.iter().find(|(n, _)| *n == "if-none-match");
+            (
+                Step::Race {
+                    stale: Some(stale), ..
+                },
+                Some((status, entry)),
+            ) => {
+                let inm = (stale.validators.iter()).find(|(n, _)| *n == "if-none-match");
                 c.if_none_match = inm.map(|(_, v)| v.clone());
-                c.stale = Some((status, entry, if_error));
-                self.race_cached(req);
+                c.stale = Some((status, entry, stale.if_error));
             }
-            None => self.race_cached(req),
+            _ => {}
         }
+        self.carry_out(req, next);
     }
 
-    /// A background refresh of `url` for the stale entry request `req` was
-    /// served: a request of its own, raced with the entry's validator.
-    fn start_refresh(
-        &mut self,
-        req: u32,
-        exchange: Exchange,
-        url: String,
-        key: usize,
-        validator: Option<String>,
-    ) {
-        let isolate = self.requests[req as usize].isolate as usize;
+    /// Request `req` is answered from the cache; a background refresh it
+    /// claimed starts, with the entry's validator.
+    fn serve_entry(&mut self, req: u32, serve: ServeEntry) {
+        if let Some(refresh) = serve.refresh {
+            self.start_refresh(req, *refresh);
+        }
+        self.served_from_cache(req);
+    }
+
+    /// A background refresh of the stale entry request `req` was served
+    /// from: a request of its own, raced with the entry's validator.
+    fn start_refresh(&mut self, req: u32, refresh: Refresh) {
+        let r = &mut self.requests[req as usize];
+        let isolate = r.isolate as usize;
+        let Some(c) = r.cached.as_mut() else {
+            return;
+        };
+        let (url, key, validator) = (c.url.clone(), c.key, c.validator.take());
         let id = self.new_request(isolate, self.now);
         self.requests[id as usize].cached = Some(Box::new(CachedRequest {
-            exchange,
+            exchange: refresh.exchange,
             url,
             key,
             stale: None,
             if_none_match: validator,
+            validator: None,
             generation: None,
             polls: 0,
         }));
-        self.race_cached(id);
-    }
-
-    /// The request goes to the origins: its race begins.
-    fn race_cached(&mut self, req: u32) {
-        let r = &mut self.requests[req as usize];
-        let Some(c) = r.cached.as_mut() else {
-            return;
+        let race = Step::Race {
+            plan: refresh.plan,
+            stale: None,
         };
-        let iso = &mut self.isolates[r.isolate as usize];
-        let plan = match c.exchange.plan.take() {
-            Some(plan) => plan,
-            None => iso.plan(&c.exchange),
-        };
-        if let Some(side) = self.cache.as_mut() {
-            side.counts.revalidations += u64::from(c.if_none_match.is_some());
-        }
-        self.begin_race(req, plan);
+        self.carry_out(id, race);
     }
 
     /// The status an origin answers leg `leg` of request `req` with, served
