@@ -3,17 +3,18 @@
 //!
 //! A proxied request crosses in at most a handful of places:
 //! [`Isolate::accept`] (where it goes, its route, eligibility, cache use,
-//! coalescing role and, when nothing is looked up first, its plan),
-//! [`Isolate::judge_entry`] (only when the cache holds an entry for it),
-//! [`Isolate::plan`] (when the plan had to wait for the cache or the body),
-//! [`Isolate::start`] and [`Isolate::handle`] (the race, one call per event),
-//! and [`Isolate::complete`] (what the client is told, what the cache keeps,
-//! the log line, the PoP push). The Worker converts types and does the I/O.
+//! coalescing role, and its first [`Step`]), the steps before its race,
+//! each handed back with what the driver found ([`Isolate::body_read`],
+//! [`Isolate::flight_polled`], [`Isolate::found`]: serve the entry, or race
+//! planned), [`Isolate::start`] and [`Isolate::handle`] (the race, one call
+//! per event), and [`Isolate::complete`] (what the client is told, what the
+//! cache keeps, the log line, the PoP push). The Worker converts types and
+//! does the I/O.
 //!
-//! `intake.rs` holds the request rules, `complete.rs` what follows a race,
-//! `cache_use.rs` the isolate's part in the shared cache (entries, writes,
-//! refreshes, flights), `pop_push.rs` the PoP push, `stats.rs` the stats
-//! page's view.
+//! `intake.rs` holds the request rules, `step.rs` the steps before the
+//! race, `complete.rs` what follows a race, `cache_use.rs` the isolate's
+//! part in the shared cache (stores, writes, refreshes, flights),
+//! `pop_push.rs` the PoP push, `stats.rs` the stats page's view.
 
 mod cache_use;
 mod complete;
