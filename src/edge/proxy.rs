@@ -183,8 +183,12 @@ async fn before_race(
                 (isolate.borrow_mut()).found(exchange, head, client.head, url, coalesced)
             }
             Step::Serve(serve) => {
-                let entry = found.take();
-                return Err(serve_entry(io, exchange, serve, entry, miss));
+                // Served only from an entry found: without one, the
+                // client gets the Worker's own 500, never a panic.
+                let Some(entry) = found.take() else {
+                    return Err(Failure::Internal.response(&exchange.request_id));
+                };
+                return Err(serve_entry(io, exchange, serve, entry, miss.leader));
             }
             Step::Race { plan, stale } => {
                 miss.stale = (stale.zip(found)).map(|(stale, entry)| Stale {
@@ -266,23 +270,14 @@ fn serve_entry(
     io: Io<'_>,
     exchange: &Exchange,
     serve: ServeEntry,
-    entry: Option<Entry>,
-    mut miss: Miss,
+    entry: Entry,
+    leader: Option<LeaderGuard>,
 ) -> worker::Result<web_sys::Response> {
-    let Io {
-        client,
-        env,
-        ctx,
-        isolate,
-    } = io;
-    // Served only from an entry found: without one, the client gets the
-    // Worker's own 500, never a panic.
-    let entry = entry.ok_or_else(|| worker::Error::RustError("served without an entry".into()))?;
-    if let Some(leader) = miss.leader.take() {
+    if let Some(leader) = leader {
         leader.disarm();
     }
     if let Some(refresh) = serve.refresh {
-        refresh::spawn(ctx, env, isolate, client, *refresh, &entry);
+        refresh::spawn(io.ctx, io.env, io.isolate, io.client, *refresh, &entry);
     }
     let timing = Timing {
         start_ms: exchange.started_ms,
