@@ -11,7 +11,7 @@
 use worker::js_sys::{self, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{console_warn, web_sys, Context};
+use worker::{console_warn, web_sys};
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -189,20 +189,6 @@ pub(crate) struct StoreTarget<'a> {
     pub(crate) leader: Option<LeaderGuard>,
 }
 
-/// Stores a copy of `response` (the origin's, or one rebuilt from a `304`)
-/// in the background. The copy tees the body: the client's stream is not
-/// held back by the cache. Call it before the response's body is handed on.
-pub(crate) fn store(
-    ctx: &Context,
-    target: StoreTarget<'_>,
-    response: &web_sys::Response,
-    connections: &Rc<Connections>,
-) {
-    if let Some(task) = store_task(target, response, connections) {
-        ctx.wait_until(task);
-    }
-}
-
 /// The copy a completion's store plan asked for could not be made: the
 /// isolate gives back what its ticket claimed.
 pub(crate) fn copy_refused(isolate: &Shared, ticket: &StoreTicket) {
@@ -213,8 +199,11 @@ pub(crate) fn copy_refused(isolate: &Shared, ticket: &StoreTicket) {
     isolate::try_with(isolate, |i| i.copy_stored(ticket, refused, false));
 }
 
-/// The work of [`store`] as a future, for a caller already in the
-/// background; `None` when the copy cannot be made (the isolate has heard).
+/// Stores a copy of `response` (the origin's, or one rebuilt from a `304`):
+/// the copy is taken now, teeing the body (the client's stream is not held
+/// back by the cache; call it before the body is handed on), and put by
+/// the future returned, for the caller to run in the background; `None`
+/// when the copy cannot be made (the isolate has heard).
 pub(crate) fn store_task(
     target: StoreTarget<'_>,
     response: &web_sys::Response,

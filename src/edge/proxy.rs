@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use worker::{console_error, web_sys, Context, Delay, Env};
+use worker::{console_error, console_warn, web_sys, Context, Delay, Env};
 
 use super::cache::{self, Entry};
 use super::client::Client;
@@ -20,7 +20,8 @@ use super::reply::{self, Failure, Timing};
 use super::request_body::{self, BodyRead, ClientBodyFault, HeldClaim};
 use super::{analytics, pop, refresh, request_log};
 use hedgehog_core::edge::{
-    BodyPlan, Exchange, NotHedgeableReason, RacePlan, Role, ServeEntry, Served, Step,
+    BodyPlan, Completion, Exchange, NotHedgeableReason, RacePlan, Refresh, Role, ServeEntry,
+    Served, Step,
 };
 
 /// How much of a refused GET/HEAD body is read (and dropped) before the 400.
@@ -31,31 +32,46 @@ const BODY_BROKE: &str =
     "the request body broke off before its end (fewer bytes than Content-Length, or a bad chunk)";
 
 /// What the steps before the race left for it: the body the legs send, a
-/// stale entry (whether it may stand in for a failure, the fields that
-/// revalidate it), the variants' generation, the flight to lead.
+/// stale entry, the fields the legs revalidate it with, the variants'
+/// generation, the flight to lead.
 struct Miss {
     body: OutboundBody,
     stale: Option<Stale>,
+    validators: Vec<(&'static str, String)>,
     generation: Option<String>,
     leader: Option<LeaderGuard>,
 }
 
-/// A stored entry too stale to serve.
+impl Miss {
+    /// Nothing found yet: no body, no entry; the flight `leader` leads, the
+    /// fields the legs revalidate with.
+    fn new(leader: Option<LeaderGuard>, validators: Vec<(&'static str, String)>) -> Self {
+        Self {
+            body: OutboundBody::Empty,
+            stale: None,
+            validators,
+            generation: None,
+            leader,
+        }
+    }
+}
+
+/// A stored entry too stale to serve, and whether it may stand in for a
+/// failure.
 #[derive(Debug)]
 struct Stale {
     entry: Entry,
     if_error: bool,
-    validators: Vec<(&'static str, String)>,
 }
 
 /// What the pipeline does its I/O with: the client's request, the Worker's
 /// bindings and invocation, the isolate.
 #[derive(Clone, Copy)]
-struct Io<'a> {
-    client: Client<'a>,
-    env: &'a Env,
-    ctx: &'a Context,
-    isolate: &'a Shared,
+pub(crate) struct Io<'a> {
+    pub(crate) client: Client<'a>,
+    pub(crate) env: &'a Env,
+    pub(crate) ctx: &'a Context,
+    pub(crate) isolate: &'a Shared,
 }
 
 /// Proxies an exchange the isolate accepted, whose first step is `first`.
@@ -138,27 +154,22 @@ async fn before_race(
         Role::Leader(id) => Some(LeaderGuard::new(isolate, client.url, id)),
         _ => None,
     };
-    let mut miss = Miss {
-        body: OutboundBody::Empty,
-        stale: None,
-        generation: None,
-        leader,
-    };
+    let mut miss = Miss::new(leader, Vec::new());
     let mut found = None;
     let mut polls = 0u32;
     let mut step = first;
     loop {
         step = match step {
             Step::ReadBody => {
-                let (body, streamed) = match read_body(client, exchange, held, fault).await {
-                    Ok(read) => read,
-                    Err(_) if client.req.signal().aborted() => {
-                        return Err(Failure::ClientGone.response(&exchange.request_id))
-                    }
-                    Err(message) => {
-                        return Err(Failure::BadRequest(message).response(&exchange.request_id))
-                    }
-                };
+                let read = read_body(client, exchange, held, fault).await;
+                let (body, streamed) = read.map_err(|message| {
+                    // Its upload broke off because the client left: nobody reads a 400.
+                    let failure = match client.req.signal().aborted() {
+                        true => Failure::ClientGone,
+                        false => Failure::BadRequest(message),
+                    };
+                    failure.response(&exchange.request_id)
+                })?;
                 miss.body = body;
                 isolate.borrow_mut().body_read(exchange, streamed)
             }
@@ -191,11 +202,13 @@ async fn before_race(
                 return Err(serve_entry(io, exchange, serve, entry, miss.leader));
             }
             Step::Race { plan, stale } => {
-                miss.stale = (stale.zip(found)).map(|(stale, entry)| Stale {
-                    entry,
-                    if_error: stale.if_error,
-                    validators: stale.validators,
-                });
+                if let (Some(stale), Some(entry)) = (stale, found) {
+                    miss.validators = stale.validators;
+                    miss.stale = Some(Stale {
+                        entry,
+                        if_error: stale.if_error,
+                    });
+                }
                 return Ok((plan, miss));
             }
         };
@@ -218,8 +231,7 @@ fn outbound(
     };
     // A stale entry is revalidated with the validators the isolate gave
     // (none for a conditional request): a 304 then refreshes it.
-    let validators = miss.stale.as_ref().map_or(&[][..], |s| &s.validators[..]);
-    cache::set_fields(&outbound.headers, validators)?;
+    cache::set_fields(&outbound.headers, &miss.validators)?;
     Ok((outbound, miss))
 }
 
@@ -277,7 +289,7 @@ fn serve_entry(
         leader.disarm();
     }
     if let Some(refresh) = serve.refresh {
-        refresh::spawn(io.ctx, io.env, io.isolate, io.client, *refresh, &entry);
+        refresh::spawn(io, *refresh, &entry);
     }
     let timing = Timing {
         start_ms: exchange.started_ms,
@@ -288,56 +300,19 @@ fn serve_entry(
         .and_then(|served| reply::cache_hit_response(served, how, &exchange.request_id, timing))
 }
 
-/// After the race: the isolate's completion, then its I/O (invalidation,
-/// the store, the response, the log line, the PoP push).
+/// After the race: the isolate's completion and its effects on the cache
+/// ([`complete`]), then the response, the log line, the PoP push.
 async fn finish(
     io: Io<'_>,
     exchange: &Exchange,
     mut report: RaceReport,
     mut miss: Miss,
 ) -> worker::Result<web_sys::Response> {
-    let Io {
-        client,
-        env,
-        ctx,
-        isolate,
-    } = io;
-    let dataset = analytics::dataset(env);
-    // A stale entry that may stand in for a failure.
-    let stale_if_error = match &miss.stale {
-        Some(stale) if stale.if_error => Some((stale.entry.stored.status(), &stale.entry.head)),
-        _ => None,
-    };
-    // The entry the legs asked about with its validators.
-    let revalidated = (miss.stale.as_ref())
-        .filter(|stale| !stale.validators.is_empty())
-        .map(|stale| (stale.entry.stored.status(), &stale.entry.head));
-    let asked = Asked {
-        url: client.url,
-        head: client.head,
-        generation: miss.generation.as_deref(),
-        stale_if_error,
-        revalidated,
-    };
-    let mut done = report.complete(isolate, exchange, asked, dataset.is_some());
-    // A 304 to them: the client gets the entry it updated, and the cache
-    // keeps that.
-    if let Some(stale) = &miss.stale {
-        report.take_merged(&done, &stale.entry, isolate)?;
+    let dataset = analytics::dataset(io.env);
+    let (done, stored) = complete(io, exchange, &mut report, &mut miss, dataset.is_some()).await;
+    if let Some(store) = stored? {
+        io.ctx.wait_until(store);
     }
-    let kept = report.kept_response();
-    cache::delete_all(&done.invalidate, client.connections).await;
-    if let (Some(plan), Some(response)) = (done.store.take(), kept) {
-        let target = cache::StoreTarget {
-            url: client.url,
-            isolate,
-            plan,
-            leader: miss.leader.take(),
-        };
-        cache::store(ctx, target, response, client.connections);
-    }
-    // Not stored: waiters are released now, as the headers say so, not later.
-    drop(miss.leader.take());
     let timing = Timing {
         start_ms: exchange.started_ms,
         now_ms: now_ms(),
@@ -353,13 +328,136 @@ async fn finish(
                 reply::cache_hit_response(served, how, &exchange.request_id, timing)
             })
         }
-        _ => reply::race_response(isolate, report, &exchange.request_id, &done, timing),
+        _ => reply::race_response(io.isolate, report, &exchange.request_id, &done, timing),
     };
     if response.is_ok() {
         request_log::write(done.record, dataset.as_ref());
     }
     if let Some(body) = done.push {
-        pop::link::push(ctx, env, client.req, isolate, client.connections, body);
+        let client = io.client;
+        pop::link::push(
+            io.ctx,
+            io.env,
+            client.req,
+            io.isolate,
+            client.connections,
+            body,
+        );
     }
     response
+}
+
+/// The isolate's completion of `exchange`'s race and its effects on the
+/// cache: a `304` merged into the entry the legs asked about (read again
+/// for a refresh: its client's copy used the first), the URLs a write
+/// invalidates, the store (its copy taken now; its put the task returned).
+/// `analytics` when a dataset is bound. The completion, and `Err` when a
+/// merged entry could not be rebuilt (nothing is stored then).
+async fn complete(
+    io: Io<'_>,
+    exchange: &Exchange,
+    report: &mut RaceReport,
+    miss: &mut Miss,
+    analytics: bool,
+) -> (Completion, worker::Result<Option<StoreTask>>) {
+    let Io {
+        client, isolate, ..
+    } = io;
+    let not_modified = matches!(&report.outcome, Outcome::Won(r) if r.status() == 304);
+    if exchange.refresh && not_modified && !miss.validators.is_empty() {
+        // Gone from the cache meanwhile (a write, an eviction): the bare
+        // 304 is still counted and logged, and stores nothing.
+        let found = cache::lookup(client.url, client.head, client.connections).await;
+        miss.stale = (found.entry).map(|entry| Stale {
+            entry,
+            if_error: false,
+        });
+    }
+    // A stale entry that may stand in for a failure.
+    let stale_if_error = match &miss.stale {
+        Some(stale) if stale.if_error => Some((stale.entry.stored.status(), &stale.entry.head)),
+        _ => None,
+    };
+    // The entry the legs asked about with its validators.
+    let revalidated = (miss.stale.as_ref())
+        .filter(|_| !miss.validators.is_empty())
+        .map(|stale| (stale.entry.stored.status(), &stale.entry.head));
+    let asked = Asked {
+        url: client.url,
+        head: client.head,
+        generation: miss.generation.as_deref(),
+        stale_if_error,
+        revalidated,
+    };
+    let mut done = report.complete(isolate, exchange, asked, analytics);
+    // A 304 to them: the client gets the entry it updated, and the cache
+    // keeps that.
+    if let Some(stale) = &miss.stale {
+        if let Err(e) = report.take_merged(&done, &stale.entry, isolate) {
+            return (done, Err(e));
+        }
+    }
+    cache::delete_all(&done.invalidate, client.connections).await;
+    let mut store = None;
+    if let (Some(plan), Some(response)) = (done.store.take(), report.kept_response()) {
+        let target = cache::StoreTarget {
+            url: client.url,
+            isolate,
+            plan,
+            leader: miss.leader.take(),
+        };
+        store = cache::store_task(target, response, client.connections);
+    }
+    // Not stored: waiters are released now, as the headers say so, not later.
+    drop(miss.leader.take());
+    (done, Ok(store))
+}
+
+/// A store's put, run in the background.
+type StoreTask = futures::future::LocalBoxFuture<'static, ()>;
+
+/// Runs a background refresh the isolate accepted (`refresh`, asking with
+/// the served entry's `validators`) through the same race and completion
+/// as a client's request; nobody reads its answer but the cache.
+pub(crate) async fn refresh(io: Io<'_>, refresh: Refresh, validators: Vec<(&'static str, String)>) {
+    let Refresh { exchange, plan } = refresh;
+    let miss = Miss::new(None, validators);
+    let (mut outbound, mut miss) = match outbound(io.client, &exchange, Default::default(), miss) {
+        Ok(built) => built,
+        Err(e) => {
+            console_warn!("hedgehog-edge: could not build a refresh: {e}");
+            return;
+        }
+    };
+    // Nobody waits on this request: nothing aborts it but the timeout.
+    let Ok(never) = web_sys::AbortController::new() else {
+        return;
+    };
+    let connections = io.client.connections;
+    let signal = never.signal();
+    let raced = race::run(
+        io.isolate,
+        plan,
+        &exchange,
+        &mut outbound,
+        &signal,
+        connections,
+    );
+    let Ok(mut report) = raced.await else {
+        return;
+    };
+    let dataset = analytics::dataset(io.env);
+    let (done, stored) = complete(io, &exchange, &mut report, &mut miss, dataset.is_some()).await;
+    request_log::write(done.record, dataset.as_ref());
+    // The stored copy is a tee of the answer; this branch is not read.
+    if let Some(body) = report.kept_response().and_then(web_sys::Response::body) {
+        let _ = body.cancel();
+    }
+    // Put before the refresh ends: its claim on the key holds until the
+    // entry is replaced (a stale hit meanwhile starts no second one).
+    match stored {
+        Ok(Some(store)) => store.await,
+        Ok(None) => {}
+        Err(e) => console_warn!("hedgehog-edge: could not rebuild a refreshed entry: {e:?}"),
+    }
 }
