@@ -87,9 +87,11 @@ test("the advisor replays the Worker's own stats page and predicts what hedging 
   // each slow one): then it is a lower bound ("p99_known": false), the
   // slowest time the page holds, which is a slow answer cut when its hedge
   // won (one fresh-machine run read 350 ms: every 600 ms answer was cut).
-  // Either way it lies far past the fast answers (about 30 ms).
-  const floor = off.p99_known ? 500 : 200;
-  assert.ok(off.p99_ms >= floor, `unhedged p99 ${off.p99_ms} (known: ${off.p99_known}): the slow 5% is measured`);
+  // Known, it is read between the page's sketch points around the jump
+  // from the fast answers to the 600 ms ones, so it can land below 600 (a
+  // full test run on 69a27cf read 410 ms, known). Either way it lies far
+  // past the fast answers (about 30 ms).
+  assert.ok(off.p99_ms >= 200, `unhedged p99 ${off.p99_ms} (known: ${off.p99_known}): the slow 5% is measured`);
   assert.ok(hedged.p99_known, "the hedged p99 rests on answers");
   assert.ok(hedged.p99_ms < off.p99_ms / 2, `hedged p99 ${hedged.p99_ms} against ${off.p99_ms}: hedging is predicted to cut it`);
   assert.ok(hedged.extra_pct > 3 && hedged.extra_pct <= 12.5, `extra ${hedged.extra_pct}%`);
