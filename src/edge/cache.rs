@@ -22,9 +22,8 @@ use worker::js_sys::Uint8Array;
 
 use super::coalesce::LeaderGuard;
 use super::connections::Connections;
-use super::head;
+use super::head::{self, null_body_status};
 use super::isolate::{self, Shared};
-use super::reply::null_body_status;
 use super::request_body::HeldClaim;
 use hedgehog_core::edge::{
     lookup_step, CopyEnd, EntryHead, HeaderEdits, HeaderList, LookupStep, StorePlan, StoreTicket,

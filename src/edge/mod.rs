@@ -23,6 +23,7 @@ mod clock;
 mod coalesce;
 mod connections;
 mod env_vars;
+mod exchange;
 mod fixed_length_body;
 mod head;
 mod isolate;

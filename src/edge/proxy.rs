@@ -7,21 +7,21 @@
 
 use std::time::Duration;
 
-use worker::{console_error, console_warn, web_sys, Context, Delay, Env};
+use worker::{console_error, web_sys, Context, Delay, Env};
 
 use super::cache::{self, Entry};
 use super::client::Client;
 use super::clock::now_ms;
 use super::coalesce::LeaderGuard;
+use super::exchange::{complete, outbound, Io, Miss, Stale};
 use super::isolate::Shared;
-use super::leg::{self, OutboundBody, OutboundRequest};
-use super::race::{self, Asked, Outcome, RaceReport};
+use super::leg::OutboundBody;
+use super::race::{self, Outcome, RaceReport};
 use super::reply::{self, Failure, Timing};
 use super::request_body::{self, BodyRead, ClientBodyFault, HeldClaim};
 use super::{analytics, pop, refresh, request_log};
 use hedgehog_core::edge::{
-    BodyPlan, Completion, Exchange, NotHedgeableReason, RacePlan, Refresh, Role, ServeEntry,
-    Served, Step,
+    BodyPlan, Exchange, NotHedgeableReason, RacePlan, Role, ServeEntry, Served, Step,
 };
 
 /// How much of a refused GET/HEAD body is read (and dropped) before the 400.
@@ -30,49 +30,6 @@ const REFUSED_BODY_DRAIN_BYTES: usize = 64 * 1024;
 /// The 400's message for a body that broke off on the client's side.
 const BODY_BROKE: &str =
     "the request body broke off before its end (fewer bytes than Content-Length, or a bad chunk)";
-
-/// What the steps before the race left for it: the body the legs send, a
-/// stale entry, the fields the legs revalidate it with, the variants'
-/// generation, the flight to lead.
-struct Miss {
-    body: OutboundBody,
-    stale: Option<Stale>,
-    validators: Vec<(&'static str, String)>,
-    generation: Option<String>,
-    leader: Option<LeaderGuard>,
-}
-
-impl Miss {
-    /// Nothing found yet: no body, no entry; the flight `leader` leads, the
-    /// fields the legs revalidate with.
-    fn new(leader: Option<LeaderGuard>, validators: Vec<(&'static str, String)>) -> Self {
-        Self {
-            body: OutboundBody::Empty,
-            stale: None,
-            validators,
-            generation: None,
-            leader,
-        }
-    }
-}
-
-/// A stored entry too stale to serve, and whether it may stand in for a
-/// failure.
-#[derive(Debug)]
-struct Stale {
-    entry: Entry,
-    if_error: bool,
-}
-
-/// What the pipeline does its I/O with: the client's request, the Worker's
-/// bindings and invocation, the isolate.
-#[derive(Clone, Copy)]
-pub(crate) struct Io<'a> {
-    pub(crate) client: Client<'a>,
-    pub(crate) env: &'a Env,
-    pub(crate) ctx: &'a Context,
-    pub(crate) isolate: &'a Shared,
-}
 
 /// Proxies an exchange the isolate accepted, whose first step is `first`.
 pub(crate) async fn run(
@@ -215,26 +172,6 @@ async fn before_race(
     }
 }
 
-/// The request the legs send, and what the completion still needs of the
-/// steps before the race.
-fn outbound(
-    client: Client<'_>,
-    exchange: &Exchange,
-    fault: ClientBodyFault,
-    mut miss: Miss,
-) -> worker::Result<(OutboundRequest, Miss)> {
-    let outbound = OutboundRequest {
-        method: exchange.method.clone(),
-        headers: leg::outbound_headers(client.headers, exchange)?,
-        body: std::mem::replace(&mut miss.body, OutboundBody::Empty),
-        client_body: fault,
-    };
-    // A stale entry is revalidated with the validators the isolate gave
-    // (none for a conditional request): a 304 then refreshes it.
-    cache::set_fields(&outbound.headers, &miss.validators)?;
-    Ok((outbound, miss))
-}
-
 /// The body the legs send, and why it goes streamed and unhedged when it
 /// outgrew a cap; `Err` with the 400's message for a GET or HEAD whose body
 /// held bytes, or a held body that broke off.
@@ -345,119 +282,4 @@ async fn finish(
         );
     }
     response
-}
-
-/// The isolate's completion of `exchange`'s race and its effects on the
-/// cache: a `304` merged into the entry the legs asked about (read again
-/// for a refresh: its client's copy used the first), the URLs a write
-/// invalidates, the store (its copy taken now; its put the task returned).
-/// `analytics` when a dataset is bound. The completion, and `Err` when a
-/// merged entry could not be rebuilt (nothing is stored then).
-async fn complete(
-    io: Io<'_>,
-    exchange: &Exchange,
-    report: &mut RaceReport,
-    miss: &mut Miss,
-    analytics: bool,
-) -> (Completion, worker::Result<Option<StoreTask>>) {
-    let Io {
-        client, isolate, ..
-    } = io;
-    let not_modified = matches!(&report.outcome, Outcome::Won(r) if r.status() == 304);
-    if exchange.refresh && not_modified && !miss.validators.is_empty() {
-        // Gone from the cache meanwhile (a write, an eviction): the bare
-        // 304 is still counted and logged, and stores nothing.
-        let found = cache::lookup(client.url, client.head, client.connections).await;
-        miss.stale = (found.entry).map(|entry| Stale {
-            entry,
-            if_error: false,
-        });
-    }
-    // A stale entry that may stand in for a failure.
-    let stale_if_error = match &miss.stale {
-        Some(stale) if stale.if_error => Some((stale.entry.stored.status(), &stale.entry.head)),
-        _ => None,
-    };
-    // The entry the legs asked about with its validators.
-    let revalidated = (miss.stale.as_ref())
-        .filter(|_| !miss.validators.is_empty())
-        .map(|stale| (stale.entry.stored.status(), &stale.entry.head));
-    let asked = Asked {
-        url: client.url,
-        head: client.head,
-        generation: miss.generation.as_deref(),
-        stale_if_error,
-        revalidated,
-    };
-    let mut done = report.complete(isolate, exchange, asked, analytics);
-    // A 304 to them: the client gets the entry it updated, and the cache
-    // keeps that.
-    if let Some(stale) = &miss.stale {
-        if let Err(e) = report.take_merged(&done, &stale.entry, isolate) {
-            return (done, Err(e));
-        }
-    }
-    cache::delete_all(&done.invalidate, client.connections).await;
-    let mut store = None;
-    if let (Some(plan), Some(response)) = (done.store.take(), report.kept_response()) {
-        let target = cache::StoreTarget {
-            url: client.url,
-            isolate,
-            plan,
-            leader: miss.leader.take(),
-        };
-        store = cache::store_task(target, response, client.connections);
-    }
-    // Not stored: waiters are released now, as the headers say so, not later.
-    drop(miss.leader.take());
-    (done, Ok(store))
-}
-
-/// A store's put, run in the background.
-type StoreTask = futures::future::LocalBoxFuture<'static, ()>;
-
-/// Runs a background refresh the isolate accepted (`refresh`, asking with
-/// the served entry's `validators`) through the same race and completion
-/// as a client's request; nobody reads its answer but the cache.
-pub(crate) async fn refresh(io: Io<'_>, refresh: Refresh, validators: Vec<(&'static str, String)>) {
-    let Refresh { exchange, plan } = refresh;
-    let miss = Miss::new(None, validators);
-    let (mut outbound, mut miss) = match outbound(io.client, &exchange, Default::default(), miss) {
-        Ok(built) => built,
-        Err(e) => {
-            console_warn!("hedgehog-edge: could not build a refresh: {e}");
-            return;
-        }
-    };
-    // Nobody waits on this request: nothing aborts it but the timeout.
-    let Ok(never) = web_sys::AbortController::new() else {
-        return;
-    };
-    let connections = io.client.connections;
-    let signal = never.signal();
-    let raced = race::run(
-        io.isolate,
-        plan,
-        &exchange,
-        &mut outbound,
-        &signal,
-        connections,
-    );
-    let Ok(mut report) = raced.await else {
-        return;
-    };
-    let dataset = analytics::dataset(io.env);
-    let (done, stored) = complete(io, &exchange, &mut report, &mut miss, dataset.is_some()).await;
-    request_log::write(done.record, dataset.as_ref());
-    // The stored copy is a tee of the answer; this branch is not read.
-    if let Some(body) = report.kept_response().and_then(web_sys::Response::body) {
-        let _ = body.cancel();
-    }
-    // Put before the refresh ends: its claim on the key holds until the
-    // entry is replaced (a stale hit meanwhile starts no second one).
-    match stored {
-        Ok(Some(store)) => store.await,
-        Ok(None) => {}
-        Err(e) => console_warn!("hedgehog-edge: could not rebuild a refreshed entry: {e:?}"),
-    }
 }

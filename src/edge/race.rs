@@ -11,7 +11,6 @@ use std::time::Duration;
 use futures::future::{Fuse, FutureExt, LocalBoxFuture};
 use worker::{web_sys, Delay};
 
-use super::cache::{self, Entry};
 use super::clock::now_ms;
 use super::connections::{Connections, Slot};
 use super::head;
@@ -85,33 +84,6 @@ impl RaceReport {
             analytics,
         };
         (isolate.borrow_mut()).complete(exchange, &self.state, &answer, asked.url, now_ms())
-    }
-}
-
-impl RaceReport {
-    /// The completion `done` merged a `304` into `entry`: the kept response
-    /// becomes the entry it updated (what the client gets and the cache
-    /// keeps). `Err` when it cannot be rebuilt; the store's claim is then
-    /// given back (never the bare `304` stored).
-    pub(crate) fn take_merged(
-        &mut self,
-        done: &Completion,
-        entry: &Entry,
-        isolate: &Shared,
-    ) -> worker::Result<()> {
-        let (Some(edits), Outcome::Won(response)) = (&done.merged, &mut self.outcome) else {
-            return Ok(());
-        };
-        match cache::rebuilt(entry, edits, false) {
-            Ok(updated) => *response = updated,
-            Err(e) => {
-                if let Some((_, ticket)) = &done.store {
-                    cache::copy_refused(isolate, ticket);
-                }
-                return Err(e);
-            }
-        }
-        Ok(())
     }
 }
 

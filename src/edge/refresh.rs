@@ -2,17 +2,19 @@
 //! `stale-while-revalidate` (RFC 5861): one origin fetch per key at a time
 //! (the isolate's claim), run with `ctx.waitUntil` after the client already
 //! has the stale copy, conditional when the entry has a validator, through
-//! the proxy's own race and completion ([`proxy::refresh`]).
+//! the same race and completion as a client's request
+//! ([`super::exchange::complete`]).
 
 use std::rc::Rc;
 
 use worker::wasm_bindgen::{JsCast, JsValue};
-use worker::{web_sys, Context};
+use worker::{console_warn, web_sys, Context};
 
 use super::cache::Entry;
 use super::client::Client;
+use super::exchange::{complete, outbound, Io, Miss};
 use super::isolate::{self, Shared};
-use super::proxy::{self, Io};
+use super::{analytics, race, request_log};
 use hedgehog_core::edge::Refresh;
 
 /// Runs `refresh`, the refresh of `entry` (served stale to the request
@@ -49,9 +51,55 @@ pub(crate) fn spawn(io: Io<'_>, refresh: Refresh, entry: &Entry) {
             ctx: &ctx,
             isolate: &shared,
         };
-        proxy::refresh(io, refresh, validators).await;
+        run(io, refresh, validators).await;
         drop(claim);
     });
+}
+
+/// Runs a background refresh the isolate accepted (`refresh`, asking with
+/// the served entry's `validators`) through the same race and completion
+/// as a client's request; nobody reads its answer but the cache.
+async fn run(io: Io<'_>, refresh: Refresh, validators: Vec<(&'static str, String)>) {
+    let Refresh { exchange, plan } = refresh;
+    let miss = Miss::new(None, validators);
+    let (mut outbound, mut miss) = match outbound(io.client, &exchange, Default::default(), miss) {
+        Ok(built) => built,
+        Err(e) => {
+            console_warn!("hedgehog-edge: could not build a refresh: {e}");
+            return;
+        }
+    };
+    // Nobody waits on this request: nothing aborts it but the timeout.
+    let Ok(never) = web_sys::AbortController::new() else {
+        return;
+    };
+    let connections = io.client.connections;
+    let signal = never.signal();
+    let raced = race::run(
+        io.isolate,
+        plan,
+        &exchange,
+        &mut outbound,
+        &signal,
+        connections,
+    );
+    let Ok(mut report) = raced.await else {
+        return;
+    };
+    let dataset = analytics::dataset(io.env);
+    let (done, stored) = complete(io, &exchange, &mut report, &mut miss, dataset.is_some()).await;
+    request_log::write(done.record, dataset.as_ref());
+    // The stored copy is a tee of the answer; this branch is not read.
+    if let Some(body) = report.kept_response().and_then(web_sys::Response::body) {
+        let _ = body.cancel();
+    }
+    // Put before the refresh ends: its claim on the key holds until the
+    // entry is replaced (a stale hit meanwhile starts no second one).
+    match stored {
+        Ok(Some(store)) => store.await,
+        Ok(None) => {}
+        Err(e) => console_warn!("hedgehog-edge: could not rebuild a refreshed entry: {e:?}"),
+    }
 }
 
 /// Ends the isolate's claim on the key however the refresh ends.

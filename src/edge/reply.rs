@@ -5,6 +5,7 @@ use serde::Serialize;
 use worker::{web_sys, Response};
 
 use super::body_watch;
+use super::head::null_body_status;
 use super::isolate::Shared;
 use super::race::{Outcome, RaceReport};
 use hedgehog_core::edge::{
@@ -291,9 +292,4 @@ fn decorate(
     headers.append("server-timing", &done.server_timing)?;
     headers.set(REQUEST_ID_HEADER, request_id)?;
     Ok(out)
-}
-
-/// Statuses whose responses carry no body (Fetch standard "null body status").
-pub(crate) fn null_body_status(status: u16) -> bool {
-    matches!(status, 101 | 103 | 204 | 205 | 304)
 }
