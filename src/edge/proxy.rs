@@ -226,7 +226,7 @@ fn serve_entry(
         leader.disarm();
     }
     if let Some(refresh) = serve.refresh {
-        refresh::spawn(io, *refresh, &entry);
+        refresh::spawn(io, *refresh);
     }
     let timing = Timing {
         start_ms: exchange.started_ms,

@@ -10,16 +10,15 @@ use std::rc::Rc;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{console_warn, web_sys, Context};
 
-use super::cache::Entry;
 use super::client::Client;
 use super::exchange::{complete, outbound, Io, Miss};
 use super::isolate::{self, Shared};
 use super::{analytics, race, request_log};
 use hedgehog_core::edge::Refresh;
 
-/// Runs `refresh`, the refresh of `entry` (served stale to the request
-/// `io` serves) the isolate accepted, in the background.
-pub(crate) fn spawn(io: Io<'_>, refresh: Refresh, entry: &Entry) {
+/// Runs `refresh`, the refresh of the entry served stale to the request
+/// `io` serves, the isolate accepted, in the background.
+pub(crate) fn spawn(io: Io<'_>, refresh: Refresh) {
     let client = io.client;
     let claim = RefreshClaim {
         isolate: Shared::clone(io.isolate),
@@ -36,7 +35,6 @@ pub(crate) fn spawn(io: Io<'_>, refresh: Refresh, entry: &Entry) {
     let ctx = Context::new(JsValue::clone(io.ctx.as_ref()).unchecked_into());
     let env = io.env.clone();
     let shared = Shared::clone(io.isolate);
-    let validators = entry.head.validators();
     io.ctx.wait_until(async move {
         let client = Client {
             req: &req,
@@ -51,16 +49,20 @@ pub(crate) fn spawn(io: Io<'_>, refresh: Refresh, entry: &Entry) {
             ctx: &ctx,
             isolate: &shared,
         };
-        run(io, refresh, validators).await;
+        run(io, refresh).await;
         drop(claim);
     });
 }
 
-/// Runs a background refresh the isolate accepted (`refresh`, asking with
-/// the served entry's `validators`) through the same race and completion
-/// as a client's request; nobody reads its answer but the cache.
-async fn run(io: Io<'_>, refresh: Refresh, validators: Vec<(&'static str, String)>) {
-    let Refresh { exchange, plan } = refresh;
+/// Runs a background refresh the isolate accepted (asking with the served
+/// entry's validators) through the same race and completion as a client's
+/// request; nobody reads its answer but the cache.
+async fn run(io: Io<'_>, refresh: Refresh) {
+    let Refresh {
+        exchange,
+        plan,
+        validators,
+    } = refresh;
     let miss = Miss::new(None, validators);
     let (mut outbound, mut miss) = match outbound(io.client, &exchange, Default::default(), miss) {
         Ok(built) => built,

@@ -87,7 +87,8 @@ impl Isolate {
     /// Claims the background refresh of cache key `key`, served stale to
     /// `client`'s request (its fields `client_head`), and accepts it at `now_ms` as an exchange of its own
     /// (a new id and a new unsampled trace), planned: a GET of the same
-    /// path on the same route, ended by [`Isolate::complete`] like any race.
+    /// path on the same route, asking with the entry's `validators`, ended
+    /// by [`Isolate::complete`] like any race.
     /// `None` when one is already running (a stale entry is refreshed once,
     /// however many requests it serves meanwhile) or too many are.
     pub(super) fn begin_refresh(
@@ -95,6 +96,7 @@ impl Isolate {
         key: &str,
         client: &Exchange,
         client_head: &HeaderList,
+        validators: Vec<(&'static str, String)>,
         now_ms: f64,
     ) -> Option<Refresh> {
         if self.refreshes.len() >= MAX_REFRESHES || self.refreshes.contains(key) {
@@ -123,7 +125,11 @@ impl Isolate {
             refresh: true,
             dropped_headers: intake::dropped_headers(client_head, client.strip_authorization, true),
         };
-        Some(Refresh { exchange, plan })
+        Some(Refresh {
+            exchange,
+            plan,
+            validators,
+        })
     }
 
     /// The background refresh of `key` is over.

@@ -69,6 +69,9 @@ pub struct Refresh {
     pub exchange: Exchange,
     /// Its race's plan.
     pub plan: RacePlan,
+    /// The fields that ask about the served entry (`If-None-Match`, ...):
+    /// a `304` then renews it.
+    pub validators: Vec<(&'static str, String)>,
 }
 
 /// An entry too stale to serve: the race's legs ask the origin with its
@@ -203,7 +206,10 @@ impl Isolate {
         }
         // Accepted as of its client's arrival: one clock read less.
         let refresh = (refresh)
-            .then(|| self.begin_refresh(url, exchange, request, exchange.started_ms))
+            .then(|| {
+                let validators = entry.validators();
+                self.begin_refresh(url, exchange, request, validators, exchange.started_ms)
+            })
             .flatten();
         let not_modified = how == Served::Hit && entry.answers_not_modified(request);
         Step::Serve(ServeEntry {

@@ -263,11 +263,13 @@ fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
     let Refresh {
         exchange: refresh,
         plan,
+        ..
     } = iso
-        .begin_refresh(url, &client, &fields, 10.0)
+        .begin_refresh(url, &client, &fields, Vec::new(), 10.0)
         .expect("the first refresh of a key is claimed");
     assert!(
-        iso.begin_refresh(url, &client, &fields, 10.0).is_none(),
+        iso.begin_refresh(url, &client, &fields, Vec::new(), 10.0)
+            .is_none(),
         "one refresh per key at a time"
     );
     assert!(refresh.refresh && refresh.method == "GET" && refresh.route == client.route);
@@ -327,7 +329,8 @@ fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
         "a background refresh failed; the stale copy stays"
     );
     assert!(
-        iso.begin_refresh(url, &client, &fields, 60.0).is_some(),
+        iso.begin_refresh(url, &client, &fields, Vec::new(), 60.0)
+            .is_some(),
         "claimable again once over"
     );
 }
@@ -496,6 +499,8 @@ fn an_entry_served_ends_its_leaders_flight_and_one_stale_while_revalidate_serve_
         panic!("served stale, refreshed");
     };
     assert!(refresh.exchange.refresh, "accepted, planned");
+    let asks = vec![("if-none-match", "\"v1\"".to_string())];
+    assert_eq!(refresh.validators, asks, "it asks about the served entry");
     assert_eq!(iso.coalescer.state(url, id, 15_001.0), FlightState::Stored);
     // The next request is served stale too, but the refresh is claimed.
     let next = proxy(iso.accept(&head(url, "GET", &NO_HEADERS), 15_010.0));

@@ -107,8 +107,6 @@ pub(super) struct CachedRequest {
     stale: Option<(u16, EntryHead, bool)>,
     /// The `If-None-Match` its legs send.
     if_none_match: Option<String>,
-    /// The `ETag` of the entry it was served (a refresh it claimed sends it).
-    validator: Option<String>,
     /// The generation of the URL's variants its lookup found.
     generation: Option<String>,
     /// Flight polls so far (a waiter).
@@ -190,6 +188,13 @@ impl CacheSide {
 
 static NO_FIELDS: HeaderList = HeaderList::EMPTY;
 
+/// The `If-None-Match` among a request's `validators` (the simulator's
+/// origins answer by `ETag` alone).
+fn if_none_match(validators: &[(&'static str, String)]) -> Option<String> {
+    let inm = validators.iter().find(|(name, _)| *name == "if-none-match");
+    inm.map(|(_, value)| value.clone())
+}
+
 impl Sim<'_> {
     /// A request for one of `route`'s URLs, taken up by `isolate`'s intake.
     pub(super) fn take_up_cached(&mut self, isolate: usize, route: usize, arrival_ms: f64) {
@@ -216,7 +221,6 @@ impl Sim<'_> {
             key,
             stale: None,
             if_none_match: None,
-            validator: None,
             generation: None,
             polls: 0,
         }));
@@ -288,27 +292,21 @@ impl Sim<'_> {
         let fresh = matches!(&next, Step::Serve(s) if s.how != Served::StaleWhileRevalidate);
         side.counts.after_renewal.0 += u64::from(renewed && fresh);
         side.counts.after_renewal.1 += u64::from(renewed && !fresh);
-        match (&next, entry) {
-            (Step::Serve(_), Some((_, entry))) => {
-                c.validator = entry.header("etag").map(|e| e.into_owned());
-            }
-            (
-                Step::Race {
-                    stale: Some(stale), ..
-                },
-                Some((status, entry)),
-            ) => {
-                let inm = (stale.validators.iter()).find(|(n, _)| *n == "if-none-match");
-                c.if_none_match = inm.map(|(_, v)| v.clone());
-                c.stale = Some((status, entry, stale.if_error));
-            }
-            _ => {}
+        if let (
+            Step::Race {
+                stale: Some(stale), ..
+            },
+            Some((status, entry)),
+        ) = (&next, entry)
+        {
+            c.if_none_match = if_none_match(&stale.validators);
+            c.stale = Some((status, entry, stale.if_error));
         }
         self.carry_out(req, next);
     }
 
     /// Request `req` is answered from the cache; a background refresh it
-    /// claimed starts, with the entry's validator.
+    /// claimed starts.
     fn serve_entry(&mut self, req: u32, serve: ServeEntry) {
         if let Some(refresh) = serve.refresh {
             self.start_refresh(req, *refresh);
@@ -319,20 +317,19 @@ impl Sim<'_> {
     /// A background refresh of the stale entry request `req` was served
     /// from: a request of its own, raced with the entry's validator.
     fn start_refresh(&mut self, req: u32, refresh: Refresh) {
-        let r = &mut self.requests[req as usize];
+        let r = &self.requests[req as usize];
         let isolate = r.isolate as usize;
-        let Some(c) = r.cached.as_mut() else {
+        let Some(c) = r.cached.as_ref() else {
             return;
         };
-        let (url, key, validator) = (c.url.clone(), c.key, c.validator.take());
+        let (url, key) = (c.url.clone(), c.key);
         let id = self.new_request(isolate, self.now);
         self.requests[id as usize].cached = Some(Box::new(CachedRequest {
             exchange: refresh.exchange,
             url,
             key,
             stale: None,
-            if_none_match: validator,
-            validator: None,
+            if_none_match: if_none_match(&refresh.validators),
             generation: None,
             polls: 0,
         }));
