@@ -11,6 +11,8 @@ use crate::estimation::delay_policy::{
 };
 use crate::estimation::estimator::{Estimates, LatencyEstimator, QuantileEstimate};
 use crate::estimation::hedge_benefit::{best_delay, share_slower, shifted, BenefitChoice};
+use crate::estimation::sketch::Sample;
+use crate::estimation::window::{WindowParams, WindowedSketch};
 
 /// How often a route's delay by predicted benefit is recomputed, ms.
 const BENEFIT_REFRESH_MS: f64 = 1_000.0;
@@ -29,8 +31,19 @@ const ROUTE_OWN_SAMPLES: u64 = 5_000;
 const BENEFIT_BUDGET_SHARE: f64 = 0.9;
 /// Urgent hedges' recent share is reserved this many times over.
 const URGENT_RESERVE: f64 = 1.5;
-/// Weight of one request in the urgent share.
+/// Weight of one request in the urgent share and in the primaries' shares.
 const URGENT_WEIGHT: f64 = 0.001;
+/// The isolate's tail whose makers a primary's tail weight measures.
+const ISOLATE_TAIL: f64 = 0.01;
+/// A primary's tail weight is kept within these: a few samples past the
+/// isolate's p99 must not make an origin's every request look like tail
+/// (or none of them).
+const TAIL_WEIGHT_RANGE: (f64, f64) = (0.25, 10.0);
+/// Standard deviations of counting noise a tail weight ignores.
+const NOISE_SDS: f64 = 3.0;
+/// How far apart (as a ratio) an origin's median must be from the other
+/// primaries' for its tail weight to be other than 1.
+const MEDIANS_APART: f64 = 1.25;
 
 /// What the delay choice reads of the configuration.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -82,6 +95,12 @@ pub struct DelayPlanner {
     /// Recent share of hedgeable requests that needed an urgent hedge
     /// (stall, fast failure), averaged over about the last 1,000.
     urgent_share: f64,
+    /// Each origin's recent share of hedgeable requests as their primary,
+    /// over about the last 1,000.
+    primary_shares: Vec<f64>,
+    /// How long hedgeable requests' races took, over the estimator's
+    /// window: where the isolate's tail begins.
+    race_times: WindowedSketch,
 }
 
 // === impl DelayPlanner ===
@@ -96,12 +115,14 @@ pub struct RouteRules {
 }
 
 impl DelayPlanner {
-    /// A planner remembering at most `max_keys` routes for `window_ms` each.
-    pub fn new(params: PlanParams, max_keys: usize, window_ms: f64) -> Self {
+    /// A planner remembering at most `max_keys` routes for a `window` each.
+    pub fn new(params: PlanParams, max_keys: usize, window: WindowParams, now_ms: f64) -> Self {
         Self {
             params,
-            benefit: CappedMap::new(max_keys, window_ms),
+            benefit: CappedMap::new(max_keys, window.window_ms),
             urgent_share: 0.0,
+            primary_shares: Vec::new(),
+            race_times: WindowedSketch::new(window, now_ms),
         }
     }
 
@@ -148,10 +169,89 @@ impl DelayPlanner {
         }
     }
 
-    /// A hedgeable request's race ended; `urgent` when it needed a stall or
-    /// failure hedge.
-    pub fn note_race_end(&mut self, urgent: bool) {
+    /// A hedgeable request's race on `primary` ended, after `took_ms` when
+    /// it ended by itself (not when the client left); `urgent` when it
+    /// needed a stall or failure hedge.
+    pub fn note_race_end(
+        &mut self,
+        primary: usize,
+        took_ms: Option<f64>,
+        urgent: bool,
+        now_ms: f64,
+    ) {
         self.urgent_share += URGENT_WEIGHT * (f64::from(u8::from(urgent)) - self.urgent_share);
+        if self.primary_shares.len() <= primary {
+            self.primary_shares.resize(primary + 1, 0.0);
+        }
+        for (origin, share) in self.primary_shares.iter_mut().enumerate() {
+            *share += URGENT_WEIGHT * (f64::from(u8::from(origin == primary)) - *share);
+        }
+        if let Some(took_ms) = took_ms {
+            self.race_times.record(Sample::Completed(took_ms), now_ms);
+        }
+    }
+
+    /// How much of the isolate's slowest 1% `primary`'s requests on `route`
+    /// hold for their number ([`best_delay`]'s `tail_weight`): the share of
+    /// them slower than the isolate's p99 (of races as they ran), over that
+    /// share among all primaries' requests. 1 with one primary, or before
+    /// the isolate has the data.
+    fn tail_weight(
+        &mut self,
+        estimator: &mut LatencyEstimator,
+        primary: usize,
+        route: &str,
+        min_samples: u64,
+        now_ms: f64,
+    ) -> f64 {
+        let busy = |share: &f64| *share >= URGENT_WEIGHT * 10.0;
+        if self.primary_shares.iter().filter(|s| busy(s)).count() < 2
+            || self.race_times.count(now_ms) < min_samples
+        {
+            return 1.0;
+        }
+        let Some(p99) = self.race_times.quantile(1.0 - ISOLATE_TAIL, now_ms) else {
+            return 1.0;
+        };
+        // Per origin: the share past the isolate's p99, the samples it
+        // rests on, and the log of the median.
+        let mut measure = |origin: usize| {
+            let samples =
+                estimator.samples(origin, route, ROUTE_OWN_SAMPLES, min_samples, now_ms)?;
+            let count = samples.whole.count() as f64;
+            let median = samples.whole.quantile(0.5)?.max(f64::MIN_POSITIVE);
+            Some((share_slower(&samples.whole, p99)?, count, median.ln()))
+        };
+        let Some((own, own_count, own_median)) = measure(primary) else {
+            return 1.0;
+        };
+        let (mut slower, mut median, mut weights) = (0.0, 0.0, 0.0);
+        for (origin, &share) in self.primary_shares.iter().enumerate() {
+            if let Some((s, _, m)) = busy(&share).then(|| measure(origin)).flatten() {
+                slower += share * s;
+                median += share * m;
+                weights += share;
+            }
+        }
+        // Only an origin whose ordinary requests are apart too (a degraded
+        // one) has a share of the tail of its own: a spell (a GC pause, a
+        // burst of loss) fills one origin's tail for a while and leaves its
+        // median where the others' is, and a weight that followed spells
+        // moved gc-pause's delays with each pause (simulator, 30 s, seed 1:
+        // p99 1.03 -> 1.14 of the hindsight bound).
+        if slower <= 0.0 || (own_median - median / weights).abs() < MEDIANS_APART.ln() {
+            return 1.0;
+        }
+        // Counted in requests: how many of the primary's are past the
+        // isolate's p99, against how many would be at everyone's rate. Only
+        // what lies beyond the noise of those counts moves the weight: two
+        // origins alike differ by a few standard deviations between their
+        // samples.
+        let expected = own_count * slower / weights;
+        let excess = own_count * own - expected;
+        let beyond_noise = (excess.abs() - NOISE_SDS * expected.sqrt()).max(0.0);
+        let w = 1.0 + excess.signum() * beyond_noise / expected;
+        w.clamp(TAIL_WEIGHT_RANGE.0, TAIL_WEIGHT_RANGE.1)
     }
 
     /// The delay by predicted benefit for `primary`'s requests on `route`
@@ -187,7 +287,8 @@ impl DelayPlanner {
         let y = estimator.samples(target.origin, route, ROUTE_OWN_SAMPLES, min_samples, now_ms);
         // No data on the target yet: assume it behaves like the primary.
         let whole_y = y.as_ref().map_or(&x.whole, |y| &y.whole);
-        let mut choice = best_delay(&x.whole, whole_y, max_share);
+        let weight = self.tail_weight(estimator, primary, route, min_samples, now_ms);
+        let mut choice = best_delay(&x.whole, whole_y, max_share, weight);
         // A window remembers a spell (an overload, a sick origin) for its
         // whole length: when the newest samples put a different share of
         // requests past the chosen delay, plan on them instead.
@@ -198,7 +299,7 @@ impl DelayPlanner {
                     Some(y) => y.recent.as_ref().unwrap_or(&y.whole),
                     None => recent_x,
                 };
-                choice = best_delay(recent_x, recent_y, max_share).or(choice);
+                choice = best_delay(recent_x, recent_y, max_share, weight).or(choice);
             }
         }
         let fresh = BenefitCache {
@@ -209,5 +310,110 @@ impl DelayPlanner {
             *cached = fresh;
         }
         choice
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimation::delay_policy::HedgeMode;
+    use crate::estimation::estimator::EstimatorParams;
+
+    const WINDOW: WindowParams = WindowParams {
+        window_ms: 60_000.0,
+        sub_windows: 6,
+    };
+
+    fn planner() -> DelayPlanner {
+        let params = PlanParams {
+            mode: HedgeMode::Adaptive,
+            policy: HedgePolicy::TailAware,
+            delay: DelayParams {
+                quantile: 0.95,
+                offset_ms: 0.0,
+                min_delay_ms: 1.0,
+                max_delay_ms: 1_000.0,
+                cold_delay_ms: 100.0,
+                min_data_points: 100,
+                pop_blend_samples: 1_000,
+            },
+            budget_share: 0.1,
+        };
+        DelayPlanner::new(params, 16, WINDOW, 0.0)
+    }
+
+    /// `n` requests with primary 0 for `share_0` of them: each origin's
+    /// latency from `latency(origin, i)`, the race taking what the primary
+    /// took.
+    fn feed(
+        plan: &mut DelayPlanner,
+        est: &mut LatencyEstimator,
+        n: usize,
+        share_0: f64,
+        latency: impl Fn(usize, usize) -> f64,
+    ) {
+        let every = (1.0 / share_0).round() as usize;
+        for i in 0..n {
+            let primary = usize::from(i % every != 0);
+            let took = latency(primary, i);
+            est.record(primary, "/", Sample::Completed(took), 1_000.0);
+            plan.note_race_end(primary, Some(took), false, 1_000.0);
+        }
+    }
+
+    fn estimator() -> LatencyEstimator {
+        LatencyEstimator::new(EstimatorParams {
+            window: WINDOW,
+            max_route_keys: 16,
+        })
+    }
+
+    /// Even spread over [from, from + width): the i-th of every 100.
+    fn spread(i: usize, from: f64, width: f64) -> f64 {
+        from + width * (i % 97) as f64 / 97.0
+    }
+
+    #[test]
+    fn a_degraded_primarys_requests_weigh_more_in_the_isolates_tail() {
+        // Origin 0 gets a tenth of the requests and is slow (100-500 ms);
+        // origin 1 is fast (20-60 ms) but for 1% at 250 ms. The isolate's
+        // slowest 1% is origin 0's: its delay must be chosen for its
+        // slowest several percent, not its own 1%.
+        let (mut plan, mut est) = (planner(), estimator());
+        feed(&mut plan, &mut est, 20_000, 0.1, |origin, i| match origin {
+            0 => spread(i, 100.0, 400.0),
+            _ if i % 100 == 1 => 250.0,
+            _ => spread(i, 20.0, 40.0),
+        });
+        let slow = plan.tail_weight(&mut est, 0, "/", 100, 1_000.0);
+        let fast = plan.tail_weight(&mut est, 1, "/", 100, 1_000.0);
+        assert!(slow > 3.0, "{slow}");
+        // Most of the isolate's requests: its median is everyone's.
+        assert_eq!(fast, 1.0);
+    }
+
+    #[test]
+    fn alike_origins_weigh_the_same_whatever_their_share_or_spells() {
+        let (mut plan, mut est) = (planner(), estimator());
+        feed(&mut plan, &mut est, 20_000, 0.3, |origin, i| match origin {
+            // A spell (a GC pause) put 3% of origin 0's requests at 300 ms:
+            // its tail, not its median.
+            0 if i % 1_000 < 30 => 300.0,
+            // The same spread, drawn in a different order per origin.
+            _ => spread(i * (origin + 1) * 7, 20.0, 100.0),
+        });
+        for origin in [0, 1] {
+            let weight = plan.tail_weight(&mut est, origin, "/", 100, 1_000.0);
+            assert_eq!(weight, 1.0, "origin {origin}");
+        }
+    }
+
+    #[test]
+    fn one_primary_weighs_one() {
+        let (mut plan, mut est) = (planner(), estimator());
+        feed(&mut plan, &mut est, 5_000, 1.0, |_, i| {
+            spread(i, 20.0, 200.0)
+        });
+        assert_eq!(plan.tail_weight(&mut est, 0, "/", 100, 1_000.0), 1.0);
     }
 }

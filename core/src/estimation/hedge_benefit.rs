@@ -51,7 +51,8 @@ pub struct BenefitChoice {
     pub delay_ms: f64,
     /// Predicted share of requests that get a hedge, `P(X > d)`.
     pub hedge_share: f64,
-    /// Predicted mean of the slowest 1% with this delay, ms.
+    /// Predicted mean of this primary's part of the isolate's slowest 1%
+    /// (its slowest `1% x tail_weight`) with this delay, ms.
     pub tail_ms: f64,
     /// The same without hedging, ms.
     pub unhedged_tail_ms: f64,
@@ -176,19 +177,33 @@ pub fn shifted(whole: f64, recent: f64) -> bool {
 /// The delay for primary samples `primary` and hedge-target samples
 /// `target`, hedging at most `max_hedge_share` of requests. `None` without
 /// data in both.
+///
+/// `tail_weight` is how much of the isolate's slowest requests this
+/// primary's requests hold for their number: 1 when they are as slow as
+/// everyone's, more when its requests are the isolate's tail (a degraded
+/// origin still serving some), less when they are faster. The objective is
+/// the isolate's tail, not this primary's: the primary's share of it is its
+/// slowest `TAIL x tail_weight`, and a hedge of its requests buys that much
+/// more of the isolate's tail, so it costs `1 / tail_weight` as much and
+/// may take `tail_weight` times the share (the budget holds over all
+/// primaries, as their weights average 1 over the isolate's requests).
 pub fn best_delay(
     primary: &LatencySketch,
     target: &LatencySketch,
     max_hedge_share: f64,
+    tail_weight: f64,
 ) -> Option<BenefitChoice> {
     let x = Steps::of(primary)?;
     let y = Steps::of(target)?;
-    let unhedged_tail_ms = tail_mean(&x, &y, f64::INFINITY, TAIL);
+    let tail = (TAIL * tail_weight).min(0.5);
+    let tie_tail = (TIE_TAIL * tail_weight).min(0.5);
+    let max_hedge_share = (max_hedge_share * tail_weight).min(1.0);
+    let unhedged_tail_ms = tail_mean(&x, &y, f64::INFINITY, tail);
     // Candidates: X's own values at which few enough requests still run.
-    let price = |share: f64| 1.0 + LOAD_PRICE * share;
+    let price = |share: f64| 1.0 + LOAD_PRICE * share / tail_weight;
     let scored: Vec<(f64, f64, f64)> = (x.values.iter().zip(&x.slower))
         .filter(|(_, share)| **share <= max_hedge_share && **share > 0.0)
-        .map(|(&d, &share)| (d, share, tail_mean(&x, &y, d, TAIL)))
+        .map(|(&d, &share)| (d, share, tail_mean(&x, &y, d, tail)))
         .collect();
     let best = scored.iter().map(|s| s.2 * price(s.1)).reduce(f64::min)?;
     let good: Vec<(f64, f64, f64, f64)> = scored
@@ -199,7 +214,7 @@ pub fn best_delay(
                 d,
                 share,
                 tail,
-                tail_mean(&x, &y, d, TIE_TAIL) * price(share),
+                tail_mean(&x, &y, d, tie_tail) * price(share),
             )
         })
         .collect();
@@ -250,7 +265,7 @@ mod tests {
     fn a_cliff_is_hedged_at_its_knee_not_at_a_quantile_inside_it() {
         // 90% at 20-40 ms, 10% at 200-300 ms; room for 12% of hedges.
         let x = sketch(&[(0.9, 20.0, 40.0), (0.1, 200.0, 300.0)], 2_000);
-        let choice = best_delay(&x, &x, 0.12).expect("data");
+        let choice = best_delay(&x, &x, 0.12, 1.0).expect("data");
         assert!(
             choice.delay_ms >= 38.0 && choice.delay_ms <= 60.0,
             "{choice:?}"
@@ -269,7 +284,7 @@ mod tests {
         // 97% at 30-60 ms, 3% at +800: hedging anywhere before 800 ms cuts
         // the tail the same, so the latest such delay wins (fewest hedges).
         let x = sketch(&[(0.97, 30.0, 60.0), (0.03, 830.0, 860.0)], 4_000);
-        let choice = best_delay(&x, &x, 0.12).expect("data");
+        let choice = best_delay(&x, &x, 0.12, 1.0).expect("data");
         assert!(choice.hedge_share <= 0.035, "{choice:?}");
         // Slowest 1%: 0.09% both spiked (~900 ms), the rest hedged (~120 ms).
         assert!(
@@ -287,7 +302,7 @@ mod tests {
         for i in 0..80 {
             x.record(Sample::Censored(130.0 + f64::from(i % 20)));
         }
-        let choice = best_delay(&x, &x, 0.12).expect("data");
+        let choice = best_delay(&x, &x, 0.12, 1.0).expect("data");
         assert!(choice.unhedged_tail_ms >= 130.0, "{choice:?}");
         assert!(choice.delay_ms < 100.0, "{choice:?}");
     }
@@ -295,14 +310,33 @@ mod tests {
     #[test]
     fn the_budget_bounds_the_hedge_share() {
         let x = sketch(&[(0.8, 20.0, 40.0), (0.2, 200.0, 300.0)], 2_000);
-        let choice = best_delay(&x, &x, 0.05).expect("data");
+        let choice = best_delay(&x, &x, 0.05, 1.0).expect("data");
         assert!(choice.hedge_share <= 0.05, "{choice:?}");
+    }
+
+    #[test]
+    fn a_primary_holding_more_of_the_isolates_tail_is_hedged_earlier() {
+        // A degraded primary (100-500 ms) hedged to a fast origin: on its own
+        // slowest 1% and a tenth of its requests the hedge comes late; when
+        // its requests hold four times their number of the isolate's tail,
+        // its slowest 4% matter and it may take four times the share.
+        let x = sketch(&[(1.0, 100.0, 500.0)], 4_000);
+        let y = sketch(&[(1.0, 20.0, 60.0)], 4_000);
+        let alone = best_delay(&x, &y, 0.1, 1.0).expect("data");
+        let weighed = best_delay(&x, &y, 0.1, 4.0).expect("data");
+        assert!(alone.hedge_share <= 0.1, "{alone:?}");
+        assert!(
+            weighed.delay_ms < alone.delay_ms,
+            "{weighed:?} vs {alone:?}"
+        );
+        assert!(weighed.hedge_share > 0.1, "{weighed:?}");
+        assert!(weighed.hedge_share <= 0.4, "{weighed:?}");
     }
 
     #[test]
     fn no_data_no_choice() {
         let x = sketch(&[(1.0, 20.0, 40.0)], 100);
-        assert!(best_delay(&LatencySketch::new(), &x, 0.1).is_none());
-        assert!(best_delay(&x, &LatencySketch::new(), 0.1).is_none());
+        assert!(best_delay(&LatencySketch::new(), &x, 0.1, 1.0).is_none());
+        assert!(best_delay(&x, &LatencySketch::new(), 0.1, 1.0).is_none());
     }
 }

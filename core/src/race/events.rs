@@ -183,7 +183,7 @@ impl Hedger {
             return Action::Wait;
         }
         self.cut_pending(state, CutShort::TimedOut, now_ms);
-        self.finish(state, RaceEnd::TimedOut)
+        self.finish(state, RaceEnd::TimedOut, now_ms)
     }
 
     /// The client went away: every leg in flight is cut short, which says
@@ -193,7 +193,7 @@ impl Hedger {
             return Action::Wait;
         }
         self.cut_pending(state, CutShort::Lost, now_ms);
-        self.finish(state, RaceEnd::ClientGone)
+        self.finish(state, RaceEnd::ClientGone, now_ms)
     }
 
     fn step(&mut self, state: &mut RaceState, step: Step, now_ms: f64) -> Action {
@@ -211,9 +211,9 @@ impl Hedger {
                     self.cut_short(state, loser, CutShort::Lost, now_ms);
                 }
                 self.record_sample(state, winner, false, now_ms);
-                self.finish(state, RaceEnd::Won(winner))
+                self.finish(state, RaceEnd::Won(winner), now_ms)
             }
-            Step::DeliverPrimaryFailure => self.finish(state, RaceEnd::PrimaryFailed),
+            Step::DeliverPrimaryFailure => self.finish(state, RaceEnd::PrimaryFailed, now_ms),
             // The bound's replay does the same: the request is unhedged
             // again, and one more leg goes where the hedge did not fail.
             Step::HedgeFailedFirst => self.replace_failed_hedge(state, now_ms),
@@ -230,7 +230,7 @@ impl Hedger {
                 let answered = [Leg::Primary, Leg::Hedge].into_iter().find(|leg| {
                     state.leg(*leg).status.is_some() || (*leg == Leg::Hedge && earlier_hedge)
                 });
-                self.finish(state, RaceEnd::BothFailed { answered })
+                self.finish(state, RaceEnd::BothFailed { answered }, now_ms)
             }
         }
     }
@@ -273,7 +273,7 @@ impl Hedger {
         }
     }
 
-    fn finish(&mut self, state: &mut RaceState, end: RaceEnd) -> Action {
+    fn finish(&mut self, state: &mut RaceState, end: RaceEnd, now_ms: f64) -> Action {
         state.end = Some(end);
         if let (true, Some(cause), false) = (
             state.race.hedge_sent(),
@@ -289,7 +289,10 @@ impl Hedger {
                     state.hedge_cause,
                     Some(HedgeCause::Stall | HedgeCause::Failure)
                 );
-            self.delays.note_race_end(urgent);
+            let took_ms = (state.legs[Leg::Primary.index()].started_ms)
+                .filter(|_| end != RaceEnd::ClientGone)
+                .map(|started| now_ms - started);
+            (self.delays).note_race_end(state.plan.primary, took_ms, urgent, now_ms);
         }
         Action::Finish(end)
     }

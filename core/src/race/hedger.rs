@@ -55,7 +55,8 @@ impl Hedger {
                     budget_share: params.budget.percent / 100.0,
                 },
                 params.estimator.max_route_keys,
-                params.estimator.window.window_ms,
+                params.estimator.window,
+                now_ms,
             ),
             estimator: LatencyEstimator::new(params.estimator),
             gate: HedgeGate::new(
