@@ -8,8 +8,9 @@
 /// The isolate: a request's intake, cache use, race and completion, and
 /// the operator pages' views.
 pub use crate::isolate::{
-    leg_lines, public_leg, Answer, BodyPlan, Completion, CopyEnd, Exchange, Intake, Isolate,
-    LegRequest, RaceOrder, Refresh, RequestHead, ServeEntry, StaleEntry, Step, StoreTicket,
+    leg_lines, public_leg, AfterRace, Answer, BodyPlan, Completion, CopyEnd, Exchange, Intake,
+    Isolate, LegRequest, RaceOrder, Refresh, RequestHead, ServeEntry, StaleEntry, Step,
+    StoreTicket,
 };
 
 /// A request's or response's header fields, read from the runtime once.

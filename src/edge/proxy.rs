@@ -13,15 +13,15 @@ use super::cache::{self, Entry};
 use super::client::Client;
 use super::clock::now_ms;
 use super::coalesce::LeaderGuard;
-use super::exchange::{complete, outbound, Io, Miss, Stale};
+use super::exchange::{after_race, outbound, Io, Miss, Stale};
 use super::isolate::Shared;
 use super::leg::OutboundBody;
 use super::race::{self, Outcome, RaceReport};
+use super::refresh;
 use super::reply::{self, Failure, Timing};
 use super::request_body::{self, BodyRead, ClientBodyFault, HeldClaim};
-use super::{analytics, pop, refresh, request_log};
 use hedgehog_core::edge::{
-    BodyPlan, Exchange, NotHedgeableReason, RacePlan, Role, ServeEntry, Served, Step,
+    BodyPlan, Exchange, NotHedgeableReason, RacePlan, Role, ServeEntry, Step,
 };
 
 /// How much of a refused GET/HEAD body is read (and dropped) before the 400.
@@ -237,49 +237,17 @@ fn serve_entry(
         .and_then(|served| reply::cache_hit_response(served, how, &exchange.request_id, timing))
 }
 
-/// After the race: the isolate's completion and its effects on the cache
-/// ([`complete`]), then the response, the log line, the PoP push.
+/// After the race: the steps the core orders ([`after_race`]); a client's
+/// request always ends in a response.
 async fn finish(
     io: Io<'_>,
     exchange: &Exchange,
-    mut report: RaceReport,
-    mut miss: Miss,
+    report: RaceReport,
+    miss: Miss,
 ) -> worker::Result<web_sys::Response> {
-    let dataset = analytics::dataset(io.env);
-    let (done, stored) = complete(io, exchange, &mut report, &mut miss, dataset.is_some()).await;
-    if let Some(store) = stored? {
-        io.ctx.wait_until(store);
-    }
-    let timing = Timing {
-        start_ms: exchange.started_ms,
-        now_ms: now_ms(),
-    };
-    let response = match (&done.rescue, &miss.stale) {
-        (Some(edits), Some(Stale { entry, .. })) => {
-            // The failed answer's body is not read: its fetch is cut.
-            if let Some(controller) = report.winner_controller.take() {
-                controller.abort();
-            }
-            cache::rebuilt(entry, edits, false).and_then(|served| {
-                let how = Served::StaleIfError;
-                reply::cache_hit_response(served, how, &exchange.request_id, timing)
-            })
-        }
-        _ => reply::race_response(io.isolate, report, &exchange.request_id, &done, timing),
-    };
-    if response.is_ok() {
-        request_log::write(done.record, dataset.as_ref());
-    }
-    if let Some(body) = done.push {
-        let client = io.client;
-        pop::link::push(
-            io.ctx,
-            io.env,
-            client.req,
-            io.isolate,
-            client.connections,
-            body,
-        );
-    }
-    response
+    after_race(io, exchange, report, miss)
+        .await?
+        .ok_or_else(|| {
+            worker::Error::RustError("a client's request ended without a response".into())
+        })
 }

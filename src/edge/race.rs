@@ -64,7 +64,7 @@ impl RaceReport {
     /// response's status and header fields (read here, once) and what it
     /// reads of the request (`asked`); `analytics` when a dataset is bound.
     pub(crate) fn complete(
-        &mut self,
+        &self,
         isolate: &Shared,
         exchange: &Exchange,
         asked: Asked<'_>,

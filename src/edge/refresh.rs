@@ -2,8 +2,8 @@
 //! `stale-while-revalidate` (RFC 5861): one origin fetch per key at a time
 //! (the isolate's claim), run with `ctx.waitUntil` after the client already
 //! has the stale copy, conditional when the entry has a validator, through
-//! the same race and completion as a client's request
-//! ([`super::exchange::complete`]).
+//! the same race, completion and steps after it as a client's request
+//! ([`super::exchange::after_race`]).
 
 use std::rc::Rc;
 
@@ -11,9 +11,9 @@ use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{console_warn, web_sys, Context};
 
 use super::client::Client;
-use super::exchange::{complete, outbound, Io, Miss};
+use super::exchange::{after_race, outbound, Io, Miss};
 use super::isolate::{self, Shared};
-use super::{analytics, race, request_log};
+use super::race;
 use hedgehog_core::edge::Refresh;
 
 /// Runs `refresh`, the refresh of the entry served stale to the request
@@ -64,7 +64,7 @@ async fn run(io: Io<'_>, refresh: Refresh) {
         validators,
     } = refresh;
     let miss = Miss::new(None, validators);
-    let (mut outbound, mut miss) = match outbound(io.client, &exchange, Default::default(), miss) {
+    let (mut outbound, miss) = match outbound(io.client, &exchange, Default::default(), miss) {
         Ok(built) => built,
         Err(e) => {
             console_warn!("hedgehog-edge: could not build a refresh: {e}");
@@ -85,22 +85,14 @@ async fn run(io: Io<'_>, refresh: Refresh) {
         &signal,
         connections,
     );
-    let Ok(mut report) = raced.await else {
+    let Ok(report) = raced.await else {
         return;
     };
-    let dataset = analytics::dataset(io.env);
-    let (done, stored) = complete(io, &exchange, &mut report, &mut miss, dataset.is_some()).await;
-    request_log::write(done.record, dataset.as_ref());
-    // The stored copy is a tee of the answer; this branch is not read.
-    if let Some(body) = report.kept_response().and_then(web_sys::Response::body) {
-        let _ = body.cancel();
-    }
-    // Put before the refresh ends: its claim on the key holds until the
-    // entry is replaced (a stale hit meanwhile starts no second one).
-    match stored {
-        Ok(Some(store)) => store.await,
-        Ok(None) => {}
-        Err(e) => console_warn!("hedgehog-edge: could not rebuild a refreshed entry: {e:?}"),
+    // The same steps as a client's, in the refresh's order: the log line,
+    // the cache, the unread answer cancelled, the store awaited (its claim
+    // on the key holds until the entry is replaced).
+    if let Err(e) = after_race(io, &exchange, report, miss).await {
+        console_warn!("hedgehog-edge: could not rebuild a refreshed entry: {e:?}");
     }
 }
 

@@ -93,10 +93,74 @@ pub struct Completion {
     pub record: RequestRecord,
     /// A PoP push to send in the background, encoded.
     pub push: Option<Vec<u8>>,
+    /// What the glue does after the race, in order (only the steps that
+    /// apply): the same steps for a client's request and a refresh, in
+    /// each one's order.
+    pub after_race: Vec<AfterRace>,
     /// The race's timeout, for the 504's message.
     pub timeout_ms: f64,
     /// How long the answer's body may stay silent (`HEDGE_BODY_IDLE_TIMEOUT_MS`).
     pub body_idle_timeout_ms: Option<f64>,
+}
+
+/// One thing the glue does after a race, in the order
+/// [`Completion::after_race`] lists: a client's request and a refresh run
+/// the same steps through one driver, and differ only in the list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterRace {
+    /// The kept answer becomes the entry a `304` updated (`merged`); when
+    /// it cannot be rebuilt, the store's claim is given back and the steps
+    /// stop (never the bare `304` stored or served).
+    Merge,
+    /// Delete the stored entries a write invalidated (`invalidate`), before
+    /// the client hears back.
+    Invalidate,
+    /// Take the store's copy of the kept answer (`store`) and release the
+    /// flight's waiters either way (not stored: released now, as the
+    /// headers say so, not later).
+    Store,
+    /// Send the PoP push (`push`) in the background.
+    Push,
+    /// Answer the client: the stale entry (`rescue`) or the kept answer;
+    /// when no response can be built, the steps stop.
+    Respond,
+    /// Write the log line and data point (`record`).
+    Log,
+    /// Nobody reads the answer: cancel its unread branch (the store reads
+    /// its own copy).
+    Discard,
+    /// Run the store's put to its end: a refresh's claim on the key holds
+    /// until the entry is replaced, so a stale hit meanwhile starts no
+    /// second one. (A client's store is handed to the invocation instead.)
+    AwaitStore,
+}
+
+impl Completion {
+    /// What the glue does after the race, in order. A client's request:
+    /// the cache first (a write's deletions before the client hears back),
+    /// then the push, the response and, once it is built, the log line. A
+    /// refresh (`refresh`, nobody waiting): the log line first, the cache,
+    /// and its store awaited.
+    fn steps_after_race(&self, refresh: bool) -> Vec<AfterRace> {
+        use AfterRace::*;
+        let merge = self.merged.as_ref().map(|_| Merge);
+        let invalidate = (!self.invalidate.is_empty()).then_some(Invalidate);
+        let cache = [merge, invalidate, Some(Store)];
+        if refresh {
+            let await_store = self.store.as_ref().map(|_| AwaitStore);
+            let rest = [Some(Discard), await_store];
+            [Some(Log)]
+                .into_iter()
+                .chain(cache)
+                .chain(rest)
+                .flatten()
+                .collect()
+        } else {
+            let push = self.push.as_ref().map(|_| Push);
+            let rest = [push, Some(Respond), Some(Log)];
+            cache.into_iter().chain(rest).flatten().collect()
+        }
+    }
 }
 
 /// What the isolate needs back when a store's copy is put: its body's
@@ -296,10 +360,12 @@ impl Isolate {
             },
             None => *answer,
         };
-        Completion {
+        let mut done = Completion {
             merged,
             ..self.complete_answer(exchange, state, answer, url, now_ms)
-        }
+        };
+        done.after_race = done.steps_after_race(exchange.refresh);
+        done
     }
 
     /// [`Isolate::complete`] of `answer` as it stands (a `304` merged).
@@ -379,6 +445,7 @@ impl Isolate {
             ),
             record,
             push,
+            after_race: Vec::new(),
         }
     }
 

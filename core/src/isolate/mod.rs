@@ -28,7 +28,7 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 pub use cache_use::CopyEnd;
-pub use complete::{leg_lines, public_leg, Answer, Completion, StoreTicket};
+pub use complete::{leg_lines, public_leg, AfterRace, Answer, Completion, StoreTicket};
 pub use intake::{BodyPlan, Exchange, Intake, RequestHead};
 pub use step::{Refresh, ServeEntry, StaleEntry, Step};
 

@@ -90,6 +90,10 @@ fn an_uncacheable_get_is_planned_at_admission_and_completes_in_five_calls() {
     let done = iso.complete(&exchange, &race, &answer, "https://e/api/x", 30.0);
     assert_eq!((done.x_hedge, done.status), ("none", 200));
     assert!(done.store.is_none() && done.rescue.is_none() && done.invalidate.is_empty());
+    // After the race: the flight released (no store), the response, its
+    // log line (no PoP bound: no push).
+    use AfterRace::*;
+    assert_eq!(done.after_race, [Store, Respond, Log]);
     assert!(done.server_timing.starts_with("origin;dur=30.0;desc=\""));
     assert!(done.server_timing.ends_with("total;dur=30.0"));
 }
@@ -303,6 +307,10 @@ fn a_refresh_is_its_own_request_ended_by_the_same_completion() {
     iso.end_refresh(url);
     assert!(done.store.is_none(), "a 5xx is never stored");
     assert!(done.push.is_none(), "a refresh sends no push");
+    // The same steps as a client's, in a refresh's order: no response, its
+    // log line first, its unread answer cancelled.
+    use AfterRace::*;
+    assert_eq!(done.after_race, [Log, Store, Discard]);
     let line = done.record.line.expect("logged at info");
     assert!(line.contains("\"refresh\":true"), "{line}");
     // The line has the status and the bill its completion gave it: no
@@ -631,6 +639,8 @@ fn an_entry_goes_stale_is_revalidated_and_a_304_makes_it_fresh_again_on_the_test
     );
     assert_eq!(merged.get("content-length").as_deref(), Some("5"));
     assert_eq!(done.body_length, Some(5), "the entry's body, declared");
+    use AfterRace::*;
+    assert_eq!(done.after_race, [Merge, Store, Respond, Log]);
     let (plan, ticket) = done.store.expect("the merged entry is stored again");
     assert!(iso.copy_stored(&ticket, whole, false));
     let renewed = EntryHead::new(plan.edits.applied_to(&merged)).expect("meta");
