@@ -31,8 +31,9 @@ const ROUTE_OWN_SAMPLES: u64 = 5_000;
 const BENEFIT_BUDGET_SHARE: f64 = 0.9;
 /// Urgent hedges' recent share is reserved this many times over.
 const URGENT_RESERVE: f64 = 1.5;
-/// Weight of one request in the urgent share and in the primaries' shares.
-const URGENT_WEIGHT: f64 = 0.001;
+/// Weight of one race in the recent shares (urgent hedges, primaries):
+/// about the last 1,000 races.
+const RECENT_WEIGHT: f64 = 0.001;
 /// The isolate's tail whose makers a primary's tail weight measures.
 const ISOLATE_TAIL: f64 = 0.01;
 /// A primary's tail weight is kept within these: a few samples past the
@@ -179,12 +180,12 @@ impl DelayPlanner {
         urgent: bool,
         now_ms: f64,
     ) {
-        self.urgent_share += URGENT_WEIGHT * (f64::from(u8::from(urgent)) - self.urgent_share);
+        self.urgent_share += RECENT_WEIGHT * (f64::from(u8::from(urgent)) - self.urgent_share);
         if self.primary_shares.len() <= primary {
             self.primary_shares.resize(primary + 1, 0.0);
         }
         for (origin, share) in self.primary_shares.iter_mut().enumerate() {
-            *share += URGENT_WEIGHT * (f64::from(u8::from(origin == primary)) - *share);
+            *share += RECENT_WEIGHT * (f64::from(u8::from(origin == primary)) - *share);
         }
         if let Some(took_ms) = took_ms {
             self.race_times.record(Sample::Completed(took_ms), now_ms);
@@ -194,8 +195,9 @@ impl DelayPlanner {
     /// How much of the isolate's slowest 1% `primary`'s requests on `route`
     /// hold for their number ([`best_delay`]'s `tail_weight`): the share of
     /// them slower than the isolate's p99 (of races as they ran), over that
-    /// share among all primaries' requests. 1 with one primary, or before
-    /// the isolate has the data.
+    /// share among all primaries' requests. 1 with one primary, before the
+    /// isolate has the data, when its median is not apart from the
+    /// others', and within counting noise.
     fn tail_weight(
         &mut self,
         estimator: &mut LatencyEstimator,
@@ -204,8 +206,9 @@ impl DelayPlanner {
         min_samples: u64,
         now_ms: f64,
     ) -> f64 {
-        let busy = |share: &f64| *share >= URGENT_WEIGHT * 10.0;
-        if self.primary_shares.iter().filter(|s| busy(s)).count() < 2
+        // An origin counts as a primary from 1% of recent races.
+        let serves = |share: &f64| *share >= RECENT_WEIGHT * 10.0;
+        if self.primary_shares.iter().filter(|s| serves(s)).count() < 2
             || self.race_times.count(now_ms) < min_samples
         {
             return 1.0;
@@ -227,7 +230,7 @@ impl DelayPlanner {
         };
         let (mut slower, mut median, mut weights) = (0.0, 0.0, 0.0);
         for (origin, &share) in self.primary_shares.iter().enumerate() {
-            if let Some((s, _, m)) = busy(&share).then(|| measure(origin)).flatten() {
+            if let Some((s, _, m)) = serves(&share).then(|| measure(origin)).flatten() {
                 slower += share * s;
                 median += share * m;
                 weights += share;
@@ -368,7 +371,7 @@ mod tests {
         })
     }
 
-    /// Even spread over [from, from + width): the i-th of every 100.
+    /// Even spread over [from, from + width): the i-th of every 97.
     fn spread(i: usize, from: f64, width: f64) -> f64 {
         from + width * (i % 97) as f64 / 97.0
     }
