@@ -11,7 +11,7 @@ use crate::estimation::delay_policy::{
 };
 use crate::estimation::estimator::{Estimates, LatencyEstimator, QuantileEstimate};
 use crate::estimation::hedge_benefit::{best_delay, share_slower, shifted, BenefitChoice};
-use crate::estimation::sketch::Sample;
+use crate::estimation::sketch::{LatencySketch, Sample};
 use crate::estimation::window::{WindowParams, WindowedSketch};
 
 /// How often a route's delay by predicted benefit is recomputed, ms.
@@ -202,6 +202,7 @@ impl DelayPlanner {
         &mut self,
         estimator: &mut LatencyEstimator,
         primary: usize,
+        primary_samples: &LatencySketch,
         route: &str,
         min_samples: u64,
         now_ms: f64,
@@ -218,19 +219,27 @@ impl DelayPlanner {
         };
         // Per origin: the share past the isolate's p99, the samples it
         // rests on, and the log of the median.
-        let mut measure = |origin: usize| {
-            let samples =
-                estimator.samples(origin, route, ROUTE_OWN_SAMPLES, min_samples, now_ms)?;
-            let count = samples.whole.count() as f64;
-            let median = samples.whole.quantile(0.5)?.max(f64::MIN_POSITIVE);
-            Some((share_slower(&samples.whole, p99)?, count, median.ln()))
+        let measure = |sketch: &LatencySketch| {
+            let median = sketch.quantile(0.5)?.max(f64::MIN_POSITIVE);
+            Some((
+                share_slower(sketch, p99)?,
+                sketch.count() as f64,
+                median.ln(),
+            ))
         };
-        let Some((own, own_count, own_median)) = measure(primary) else {
+        let Some((own, own_count, own_median)) = measure(primary_samples) else {
             return 1.0;
+        };
+        // The primary's samples are the caller's; the others' are read once.
+        let mut measure_origin = |origin: usize| match origin == primary {
+            true => Some((own, own_count, own_median)),
+            false => estimator
+                .samples(origin, route, ROUTE_OWN_SAMPLES, min_samples, now_ms)
+                .and_then(|samples| measure(&samples.whole)),
         };
         let (mut slower, mut median, mut weights) = (0.0, 0.0, 0.0);
         for (origin, &share) in self.primary_shares.iter().enumerate() {
-            if let Some((s, _, m)) = serves(&share).then(|| measure(origin)).flatten() {
+            if let Some((s, _, m)) = serves(&share).then(|| measure_origin(origin)).flatten() {
                 slower += share * s;
                 median += share * m;
                 weights += share;
@@ -290,7 +299,7 @@ impl DelayPlanner {
         let y = estimator.samples(target.origin, route, ROUTE_OWN_SAMPLES, min_samples, now_ms);
         // No data on the target yet: assume it behaves like the primary.
         let whole_y = y.as_ref().map_or(&x.whole, |y| &y.whole);
-        let weight = self.tail_weight(estimator, primary, route, min_samples, now_ms);
+        let weight = self.tail_weight(estimator, primary, &x.whole, route, min_samples, now_ms);
         let mut choice = best_delay(&x.whole, whole_y, max_share, weight);
         // A window remembers a spell (an overload, a sick origin) for its
         // whole length: when the newest samples put a different share of
@@ -371,6 +380,14 @@ mod tests {
         })
     }
 
+    /// `origin`'s tail weight on route "/", read from the samples the
+    /// planner reads for it.
+    fn weight_of(plan: &mut DelayPlanner, est: &mut LatencyEstimator, origin: usize) -> f64 {
+        let samples = est.samples(origin, "/", ROUTE_OWN_SAMPLES, 100, 1_000.0);
+        let samples = samples.expect("samples");
+        plan.tail_weight(est, origin, &samples.whole, "/", 100, 1_000.0)
+    }
+
     /// Even spread over [from, from + width): the i-th of every 97.
     fn spread(i: usize, from: f64, width: f64) -> f64 {
         from + width * (i % 97) as f64 / 97.0
@@ -388,8 +405,8 @@ mod tests {
             _ if i % 100 == 1 => 250.0,
             _ => spread(i, 20.0, 40.0),
         });
-        let slow = plan.tail_weight(&mut est, 0, "/", 100, 1_000.0);
-        let fast = plan.tail_weight(&mut est, 1, "/", 100, 1_000.0);
+        let slow = weight_of(&mut plan, &mut est, 0);
+        let fast = weight_of(&mut plan, &mut est, 1);
         assert!(slow > 3.0, "{slow}");
         // Most of the isolate's requests: its median is everyone's.
         assert_eq!(fast, 1.0);
@@ -406,7 +423,7 @@ mod tests {
             _ => spread(i * (origin + 1) * 7, 20.0, 100.0),
         });
         for origin in [0, 1] {
-            let weight = plan.tail_weight(&mut est, origin, "/", 100, 1_000.0);
+            let weight = weight_of(&mut plan, &mut est, origin);
             assert_eq!(weight, 1.0, "origin {origin}");
         }
     }
@@ -417,6 +434,6 @@ mod tests {
         feed(&mut plan, &mut est, 5_000, 1.0, |_, i| {
             spread(i, 20.0, 200.0)
         });
-        assert_eq!(plan.tail_weight(&mut est, 0, "/", 100, 1_000.0), 1.0);
+        assert_eq!(weight_of(&mut plan, &mut est, 0), 1.0);
     }
 }
