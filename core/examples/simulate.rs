@@ -21,7 +21,7 @@ use std::time::Instant;
 use hedgehog_core::pop::upkeep::SHED_ABOVE_PUSHES_PER_S;
 use hedgehog_core::sim::{
     markdown_table, oracle_bound, run, scenario, summary_table, CacheCounts, Configuration,
-    IsolateCpu, Replay, Row, SimParams, SummaryLine, TapeEntry, Timeline, SCENARIO_NAMES,
+    IsolateCpu, Replay, Row, SimParams, SummaryLine, Tape, Timeline, SCENARIO_NAMES,
 };
 
 fn configurations() -> Vec<Configuration> {
@@ -200,7 +200,7 @@ fn main() {
         let mut rows = Vec::new();
         let mut spells = Vec::new();
         let mut pass_through = Vec::new();
-        let mut default_tape: Vec<TapeEntry> = Vec::new();
+        let mut default_tape = Tape::default();
         // The default's legs beyond the first, per request (hedges and
         // third attempts): the load the hindsight bound is held to.
         let mut default_legs = 0.0;

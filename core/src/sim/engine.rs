@@ -118,14 +118,40 @@ pub struct RunResult {
     pub isolate_busy_share: f64,
     /// Mean wait of an event for its isolate's loop, ms (measured requests' events).
     pub mean_loop_wait_ms: f64,
-    /// Every measured request raced at the origins, as the hindsight bound
-    /// replays it.
-    pub tape: Vec<TapeEntry>,
+    /// Every measured request raced at the origins, and the origins' queues,
+    /// as the hindsight bound replays them.
+    pub tape: Tape,
     /// What the cache did (a scenario with cacheable answers).
     pub cache: CacheCounts,
     /// Every measured request that got no hedge: (latency, why not).
     unhedged: Vec<(f64, &'static str)>,
     loop_waits: (f64, u64),
+}
+
+/// What a replay of a run under another policy needs of it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tape {
+    /// Every measured request, in the order its race ended.
+    pub requests: Vec<TapeEntry>,
+    /// For each origin, every leg that ran there (warm-up included), in the
+    /// order it arrived: (arrival ms, how long it queued before it ran, ms).
+    /// A leg the replay sends where the run sent none meets the queue the
+    /// run's legs met at that moment.
+    pub queue_waits: Vec<Vec<(f64, f64)>>,
+}
+
+impl Tape {
+    /// How long a leg reaching `origin` at `at_ms` waits: as long as the
+    /// last leg of the run to reach it before then (0 before the first).
+    pub fn queue_wait(&self, origin: usize, at_ms: f64) -> f64 {
+        let Some(waits) = self.queue_waits.get(origin) else {
+            return 0.0;
+        };
+        match waits.partition_point(|&(arrived, _)| arrived <= at_ms) {
+            0 => 0.0,
+            k => waits[k - 1].1,
+        }
+    }
 }
 
 /// One measured request as the run served it: what a replay under another
@@ -567,7 +593,7 @@ impl Sim<'_> {
             overhead_ms: latency - (kept_answer_ms - first.sent_ms),
         };
         let res = &mut self.result;
-        res.tape.push(tape);
+        res.tape.requests.push(tape);
         res.hedges += u64::from(race.hedge_sent());
         res.hedge_wins += u64::from(end == RaceEnd::Won(Leg::Hedge));
         res.third_attempts += u64::from(race.third_attempt_sent());

@@ -13,10 +13,14 @@
 //! retried at once at the other origin and, after two, once more at the
 //! first; a retry counts as the request's extra leg, as a hedge does.
 //!
-//! What it leaves out: a hedge's own queue wait at a queueing origin (it
-//! starts at once), so on the overload scenarios it is optimistic.
+//! A leg the run did not send meets the queue the run's own legs met at
+//! that origin at that moment ([`Tape::queue_wait`]): the bound is held to
+//! the run's own extra load, so the queues it would meet are much the run's.
+//! What it leaves out: the queue its own choice of legs would make (more
+//! hedges in one spell, fewer in another), so on the overload scenarios it
+//! is still an estimate, no longer one that lets hedges skip the queue.
 
-use super::engine::{SimParams, TapeEntry};
+use super::engine::{SimParams, Tape, TapeEntry};
 use super::origin::Origin;
 
 /// The best (d, q) for one percentile, and what it gives.
@@ -68,21 +72,23 @@ type Answer = (f64, bool);
 #[derive(Debug)]
 pub struct Replay<'a> {
     params: &'a SimParams,
+    tape: &'a Tape,
     origins: Vec<Origin>,
     requests: Vec<Replayed>,
 }
 
 impl<'a> Replay<'a> {
     /// The requests of `tape` (one run of `params`) replayed.
-    pub fn new(params: &'a SimParams, tape: &[TapeEntry]) -> Self {
+    pub fn new(params: &'a SimParams, tape: &'a Tape) -> Self {
         let mut replay = Replay {
             params,
+            tape,
             origins: (params.scenario.origins.iter().enumerate())
                 .map(|(i, spec)| Origin::for_replay(spec.clone(), params.seed, i as u64))
                 .collect(),
-            requests: Vec::with_capacity(tape.len()),
+            requests: Vec::with_capacity(tape.requests.len()),
         };
-        for &entry in tape {
+        for &entry in &tape.requests {
             let p = usize::from(entry.primary);
             let rtt = replay.rtt(p);
             let start = entry.sent_ms + rtt / 2.0 + entry.primary_wait_ms;
@@ -118,8 +124,10 @@ impl<'a> Replay<'a> {
     /// A leg to `origin` sent `at_ms` after the primary.
     fn leg(&mut self, e: TapeEntry, origin: usize, attempt: u8, at_ms: f64) -> Answer {
         let rtt = self.rtt(origin);
-        let (duration, status) = self.serve(origin, e.req, attempt, e.sent_ms + at_ms + rtt / 2.0);
-        (at_ms + rtt + duration, status < 500)
+        let arrives = e.sent_ms + at_ms + rtt / 2.0;
+        let wait = self.tape.queue_wait(origin, arrives);
+        let (duration, status) = self.serve(origin, e.req, attempt, arrives + wait);
+        (at_ms + rtt + wait + duration, status < 500)
     }
 
     /// The request under the bound's rules, hedged `hedge_at` ms after its
@@ -327,6 +335,34 @@ mod tests {
         );
         // ... and far below the pass-through's 840 ms.
         assert!(b.p99.latency_ms < 200.0, "{b:?}");
+    }
+
+    #[test]
+    fn a_hedge_meets_the_queue_the_run_met() {
+        // On queueing origins a hedge that starts at once reads far better
+        // than it is: replaying a static hedge's own run (no budget to cut
+        // it) at its own delay gives back about its own p99.
+        let p = params("overload-spell", 40.0);
+        let fixed = run(
+            &p,
+            &config(&[
+                ("HEDGE_MODE", "static"),
+                ("HEDGE_STATIC_DELAY_MS", "700"),
+                ("HEDGE_POLICY", "fixed-quantile"),
+                ("HEDGE_BUDGET_PERCENT", "100"),
+            ]),
+        )
+        .expect("runs");
+        let extra = fixed.hedges as f64 / fixed.requests as f64;
+        let mut replay = Replay::new(&p, &fixed.tape);
+        let mut samples = Vec::new();
+        let (q, own, _) = replay.at_delay(700.0, extra, &mut samples);
+        let run_p99 = p99(&fixed);
+        assert!(q > 0.95, "q {q}");
+        // Starting hedges at once read 5,286 against the run's 6,630 here.
+        assert!((own / run_p99 - 1.0).abs() < 0.02, "{own} vs {run_p99}");
+        let b = replay.bound(extra).expect("a bound");
+        assert!(b.p99.latency_ms <= run_p99 * 1.01, "{b:?} vs {run_p99}");
     }
 
     #[test]

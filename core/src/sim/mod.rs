@@ -28,7 +28,7 @@ mod timeline;
 
 pub use cacheable::CacheSpec;
 pub use empirical::Empirical;
-pub use engine::{run, CacheCounts, Configuration, RunResult, SimParams, TapeEntry};
+pub use engine::{run, CacheCounts, Configuration, RunResult, SimParams, Tape, TapeEntry};
 pub use hindsight::{BoundPoint, HindsightBound, Replay};
 pub use isolate_cpu::IsolateCpu;
 pub use origin::{Episode, LatencyModel, OriginSpec, StallSpec};

@@ -32,6 +32,9 @@ impl Sim<'_> {
         let l = &mut r.legs[leg as usize];
         l.started_ms = Some(now);
         l.status = status;
+        // FIFO: legs start in the order they arrived, so the list stays sorted.
+        let arrived = l.sent_ms + rtt / 2.0;
+        self.result.tape.queue_waits[usize::from(origin)].push((arrived, now - arrived));
         l.answered_ms = Some(done + rtt / 2.0);
         if leg == 0 && attempt == 0 && l.origin == r.primary.origin {
             r.primary = *l;

@@ -3,7 +3,7 @@
 
 use std::collections::BinaryHeap;
 
-use super::{CacheCounts, CacheSide, RunResult, Sim, SimParams};
+use super::{CacheCounts, CacheSide, RunResult, Sim, SimParams, Tape};
 use crate::config;
 use crate::isolate::Isolate;
 use crate::pop::aggregate::PopAggregate;
@@ -54,6 +54,10 @@ impl<'a> Sim<'a> {
             rng: Rng::new(params.seed, 1),
             result: RunResult {
                 per_origin: vec![0; params.scenario.origins.len()],
+                tape: Tape {
+                    queue_waits: vec![Vec::new(); params.scenario.origins.len()],
+                    ..Tape::default()
+                },
                 timeline: Timeline::new(params.scenario.origins.len()),
                 ..RunResult::default()
             },
