@@ -27,7 +27,9 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
   const histogram = new Histogram();
   const result = { sent: 0, ok: 0, errors: 0, timeouts: 0, statuses: {}, xHedge: {}, errorKinds: {}, maxLagMs: 0 };
   const answered = []; // [latency, why] per response, for the slowest responses' reasons
-  const perRequest = []; // [request number, latency ms, status (0: no answer)], for the hindsight bound
+  // [request number, latency ms, status (0: no answer), the delay its hedge
+  // was planned at when its delay sent one (else null)], for the hindsight bound
+  const perRequest = [];
   const bySecond = []; // per second of intended send time: { requests, hedged, latencies }
   const start = now();
   const inflight = new Set();
@@ -41,7 +43,7 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
       (r) => {
         const ms = now() - intended;
         histogram.record(ms);
-        perRequest.push([i, Math.round(ms * 100) / 100, r.status]);
+        perRequest.push([i, Math.round(ms * 100) / 100, r.status, delayHedgeAt(r.serverTiming)]);
         answered.push([ms, whyFromServerTiming(r.serverTiming), r.serverTiming, r.xHedge]);
         const second = (bySecond[Math.floor((i * interval) / 1000)] ??= { requests: 0, hedged: 0, latencies: [] });
         second.requests += 1;
@@ -55,7 +57,7 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
       (e) => {
         // A timeout or a failed connection is an error, and its time still counts.
         histogram.record(now() - intended);
-        perRequest.push([i, Math.round((now() - intended) * 100) / 100, 0]);
+        perRequest.push([i, Math.round((now() - intended) * 100) / 100, 0, null]);
         result.errors += 1;
         if (e?.timeout) result.timeouts += 1;
         const kind = e?.timeout ? "timeout" : (e?.code ?? String(e?.message ?? e));
@@ -93,6 +95,13 @@ export function whyFromServerTiming(header) {
   const hedge = /(?:^|,\s*)hedge;desc="([^"]*)"/.exec(header);
   if (hedge) return `hedge:${hedge[1]}`;
   return /hedge-delay;/.test(header) ? "unhedged, before the delay" : "none";
+}
+
+/** The delay (ms) a response's hedge was planned at, when its delay sent one; else null. */
+export function delayHedgeAt(header) {
+  if (!header || !/(?:^|,\s*)hedge;desc="delay"/.test(header)) return null;
+  const planned = /hedge-delay;dur=([0-9.]+)/.exec(header);
+  return planned ? Number(planned[1]) : null;
 }
 
 /** Counts the reasons of the slowest `share` of `[latency, why]` pairs (at least one). */

@@ -249,7 +249,9 @@ export async function runScenario({ scenarioName, rate, seconds, warmup, seed, c
   let bound = null;
   if (adaptive && defaultRun) {
     bound = replayRun({ scenarioName, seed, ...defaultRun }).bound(Math.max(0, adaptive.extraPct) / 100);
-    if (bound) log(`    hindsight bound at ${bound.extraPct.toFixed(1)}%: p99 ${boundPointText(bound.p99)}, p99.9 ${boundPointText(bound.p999)}`);
+    const lag = bound?.launchLagMs;
+    const lagText = lag?.hedges ? `; its hedges leave as late as the run's: ${lag.p50.toFixed(1)} / ${lag.p90.toFixed(1)} / ${lag.p99.toFixed(1)} ms after their delay (p50 / p90 / p99 of ${lag.hedges})` : "";
+    if (bound) log(`    hindsight bound at ${bound.extraPct.toFixed(1)}%: p99 ${boundPointText(bound.p99)}, p99.9 ${boundPointText(bound.p999)}${lagText}`);
   }
   const comparison =
     adaptive && passthrough

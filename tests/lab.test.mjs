@@ -7,7 +7,7 @@ import { seededRandom } from "../lab/rng.mjs";
 import { heavyTail, originModel, gcSchedule } from "../lab/scenarios.mjs";
 import { oracleBound, quantile } from "../lab/oracle.mjs";
 import { Histogram } from "../lab/histogram.mjs";
-import { runOpenLoop, tallySlowest, whyFromServerTiming } from "../lab/loadgen.mjs";
+import { delayHedgeAt, runOpenLoop, tallySlowest, whyFromServerTiming } from "../lab/loadgen.mjs";
 import { runScenario, CONFIGURATIONS, DEFAULT_CONFIGURATION } from "../lab/run.mjs";
 import { backAfter, block, secondsOf } from "../lab/spell.mjs";
 import { replayRun } from "../lab/hindsight.mjs";
@@ -134,6 +134,10 @@ test("the slowest responses are tallied by what Server-Timing says", () => {
   const answered = [[10, "a"], [900, "skip:budget"], [20, "a"], [850, "hedge:delay"], [30, "a"]];
   assert.deepEqual(tallySlowest(answered, 0.4), { "skip:budget": 1, "hedge:delay": 1 });
   assert.deepEqual(tallySlowest(answered, 0.001), { "skip:budget": 1 });
+  // The planned delay of a hedge its delay sent; none for a stall's hedge.
+  assert.equal(delayHedgeAt('origin;dur=3.0;desc="b", hedge-delay;dur=71.5;desc="benefit", hedge;desc="delay", total;dur=90.0'), 71.5);
+  assert.equal(delayHedgeAt('origin;dur=3.0;desc="a", hedge-delay;dur=80.0;desc="benefit", hedge;desc="stall", total;dur=90.0'), null);
+  assert.equal(delayHedgeAt(undefined), null);
 });
 
 test("a spell's report: blocks of seconds and how soon a figure came back", () => {
@@ -205,7 +209,7 @@ test("the bound check fails when a scenario's default moved away from the bound"
  * the Worker's own time a constant 1 ms. Returns what the lab would have
  * collected and the latencies.
  */
-function syntheticRun(name, n, hedgeAt) {
+function syntheticRun(name, n, hedgeAt, lag = 0) {
   const epochMs = 1_000_000;
   const models = [0, 1].map((i) => originModel(name, i, "t", epochMs));
   const logs = models.map((m) => ({ clock: m.clock(), requests: [] }));
@@ -216,13 +220,15 @@ function syntheticRun(name, n, hedgeAt) {
     const p = models[0].plan(a, `${i}:0`);
     logs[0].requests.push([i, 0, a, p.delayMs, p.status, 0]);
     let done = p.delayMs;
+    let planned = null;
     if (hedgeAt !== null && p.delayMs > hedgeAt) {
-      const h = models[1].plan(a + hedgeAt, `${i}:0`);
-      logs[1].requests.push([i, 0, a + hedgeAt, h.delayMs, h.status, 1]);
-      done = Math.min(done, hedgeAt + h.delayMs);
+      const h = models[1].plan(a + hedgeAt + lag, `${i}:0`);
+      logs[1].requests.push([i, 0, a + hedgeAt + lag, h.delayMs, h.status, 1]);
+      done = Math.min(done, hedgeAt + lag + h.delayMs);
       legs += 1;
+      planned = hedgeAt;
     }
-    perRequest.push([i, done + 1, 200]);
+    perRequest.push([i, done + 1, 200, planned]);
   }
   return { perRequest, logs, extra: legs / n, latencies: perRequest.map((r) => r[1]) };
 }
@@ -241,4 +247,16 @@ test("the lab's hindsight bound: the run itself with nothing to spend, at least 
   assert.ok(fixed.extra > 0.05, `${fixed.extra}`);
   assert.ok(b.p99.latencyMs <= fixedP99 + 1e-9, `${b.p99.latencyMs} vs ${fixedP99}`);
   assert.ok(b.p99.latencyMs < 200, `${b.p99.latencyMs}`);
+});
+
+test("the lab's hindsight bound: its hedges leave as late after their delay as the run's did", () => {
+  // Hedges decided at 60 ms reach their origin 20 ms later: replayed at
+  // 60 ms, the run gives back its own p99, not one 20 ms kinder.
+  const late = syntheticRun("heavy-tail", 4000, 60, 20);
+  const replay = replayRun({ scenarioName: "heavy-tail", seed: "t", perRequest: late.perRequest, logs: late.logs });
+  assert.equal(replay.launchLagMs.p50, 20);
+  const own = replay.atDelay(60, late.extra);
+  const lateP99 = quantile(Float64Array.from(late.latencies).sort(), 0.99);
+  assert.equal(own.q, 1);
+  assert.ok(Math.abs(own.p99 - lateP99) < 1e-9, `${own.p99} vs ${lateP99}`);
 });
