@@ -133,9 +133,10 @@ pub struct RunResult {
 pub struct Tape {
     /// Every measured request, in the order its race ended.
     pub requests: Vec<TapeEntry>,
-    /// For each origin, every leg that ran there (warm-up included), in the
-    /// order it arrived: (arrival ms, how long it queued before it ran, ms).
-    /// A leg the replay sends where the run sent none meets the queue the
+    /// For each origin with a worker limit, every leg that ran there
+    /// (warm-up included), in the order it arrived: (arrival ms, how long it
+    /// queued before it ran, ms); empty for an origin that never queues. A
+    /// leg the replay sends where the run sent none meets the queue the
     /// run's legs met at that moment.
     pub queue_waits: Vec<Vec<(f64, f64)>>,
 }

@@ -26,15 +26,19 @@ impl Sim<'_> {
         o.busy += 1;
         let service = o.serve(now, &mut o.draws(req, attempt));
         let rtt = o.spec.rtt_ms;
+        let queues = o.spec.workers.is_some();
         let done = now + service.duration_ms;
         let status = self.origin_status(req, service.status, now);
         let r = &mut self.requests[req as usize];
         let l = &mut r.legs[leg as usize];
         l.started_ms = Some(now);
         l.status = status;
-        // FIFO: legs start in the order they arrived, so the list stays sorted.
-        let arrived = l.sent_ms + rtt / 2.0;
-        self.result.tape.queue_waits[usize::from(origin)].push((arrived, now - arrived));
+        // Only an origin with a worker limit ever queues; FIFO: legs start
+        // in the order they arrived, so the list stays sorted.
+        if queues {
+            let arrived = l.sent_ms + rtt / 2.0;
+            self.result.tape.queue_waits[usize::from(origin)].push((arrived, now - arrived));
+        }
         l.answered_ms = Some(done + rtt / 2.0);
         if leg == 0 && attempt == 0 && l.origin == r.primary.origin {
             r.primary = *l;
