@@ -46,6 +46,9 @@ export function replayRun({ scenarioName, seed, perRequest, logs }) {
       legsOf.get(seq).push({ origin, attempt, arrived, delay, ok: status < 500 });
     }
   });
+  // Each request's legs in the order they reached an origin: the first is
+  // its primary, the second (when its delay sent one) its hedge.
+  for (const legs of legsOf.values()) legs.sort((x, y) => x.arrived - y.arrived);
   const other = (o) => (o + 1) % models.length;
   /** A leg of request `seq` to `origin`, sent `at` ms after the primary arrived at `a`. */
   const leg = (seq, origin, attempt, a, at) => {
@@ -58,15 +61,16 @@ export function replayRun({ scenarioName, seed, perRequest, logs }) {
   for (const [seq, , , plannedMs] of perRequest) {
     const legs = legsOf.get(seq);
     if (plannedMs === null || plannedMs === undefined || !legs || legs.length < 2) continue;
-    const [first, second] = [...legs].sort((x, y) => x.arrived - y.arrived);
-    ownLag.set(seq, Math.max(0, second.arrived - first.arrived - plannedMs));
+    ownLag.set(seq, Math.max(0, legs[1].arrived - legs[0].arrived - plannedMs));
   }
   const lags = Float64Array.from(ownLag.values()).sort();
+  const lagAt = (p) => (lags.length ? lags[Math.floor(p * (lags.length - 1))] : null);
+  const lagSummary = { hedges: lags.length, p50: lagAt(0.5), p90: lagAt(0.9), p99: lagAt(0.99) };
   const launchLag = (seq) => ownLag.get(seq) ?? (lags.length ? lags[(Math.imul(seq, 2654435761) >>> 0) % lags.length] : 0);
   const requests = [];
   let mismatched = 0;
   for (const [seq, latency] of perRequest) {
-    const legs = (legsOf.get(seq) ?? []).sort((x, y) => x.arrived - y.arrived);
+    const legs = legsOf.get(seq) ?? [];
     const first = legs[0];
     if (!first) {
       // It never reached an origin: the same under any delay.
@@ -171,8 +175,6 @@ export function replayRun({ scenarioName, seed, perRequest, logs }) {
     return { extraPct: extra * 100, replayed: replayed.length, requests: n, mismatched, launchLagMs: lagSummary, ...best };
   }
 
-  const lagAt = (p) => (lags.length ? lags[Math.floor(p * (lags.length - 1))] : null);
-  const lagSummary = { hedges: lags.length, p50: lagAt(0.5), p90: lagAt(0.9), p99: lagAt(0.99) };
   return { bound, atDelay, requests, mismatched, launchLagMs: lagSummary };
 }
 
