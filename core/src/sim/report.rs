@@ -198,13 +198,17 @@ pub fn summary_table(lines: &[SummaryLine]) -> String {
         }
     };
     let mut out = String::from(
-        "| scenario | pass-through p50 / p99 / p99.9 | fixed p95 (previous default) p50 / p99 / p99.9, extra | tail-aware (default) p50 / p99 / p99.9, extra, wasted work | oracle at the default's extra p99 / p99.9 | hindsight bound at the default's extra: p99 (d ms, q) / p99.9 (d ms, q) | default ÷ bound p99 / p99.9 | default p99 ÷ pass-through |\n|---|---|---|---|---|---|---|---|\n",
+        "| scenario | pass-through p50 / p99 / p99.9 | fixed p95 (previous default) p50 / p99 / p99.9, extra | tail-aware (default) p50 / p99 / p99.9, extra, wasted work | oracle at the default's extra p99 / p99.9 | hindsight bound at the default's extra: p99 (d ms, q[, fastest origin]) / p99.9 (d ms, q[, fastest origin]) | default ÷ bound p99 / p99.9 | default p99 ÷ pass-through |\n|---|---|---|---|---|---|---|---|\n",
     );
     for l in lines {
         let (p, f, d) = (&l.pass_through, &l.fixed, &l.default);
         let point = |b: &super::hindsight::BoundPoint| {
             if b.delay_ms.is_finite() {
-                format!("{:.1} ({:.1}, {:.2})", b.latency_ms, b.delay_ms, b.q)
+                let target = if b.to_fastest { ", fastest origin" } else { "" };
+                format!(
+                    "{:.1} ({:.1}, {:.2}{target})",
+                    b.latency_ms, b.delay_ms, b.q
+                )
             } else {
                 format!("{:.1} (no hedge)", b.latency_ms)
             }
