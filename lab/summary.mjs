@@ -8,13 +8,13 @@
 import { readFileSync } from "node:fs";
 
 const f1 = (v) => (v === null || v === undefined || Number.isNaN(v) ? "-" : v.toFixed(1));
-const point = (b) => (Number.isFinite(b.delayMs) ? `${f1(b.latencyMs)} (${f1(b.delayMs)}, ${b.q.toFixed(2)})` : `${f1(b.latencyMs)} (no hedge)`);
+const point = (b) => (Number.isFinite(b.delayMs) ? `${f1(b.latencyMs)} (${f1(b.delayMs)}, ${b.q.toFixed(2)}${b.toFastest ? ", fastest origin" : ""})` : `${f1(b.latencyMs)} (no hedge)`);
 const errors = (row) => (row.errors > 0 ? `, ${row.errors} errors` : "");
 
 /** The summary table of `reports` (as report.json keeps them). */
 export function summaryMarkdown(reports) {
   const lines = [
-    "| scenario | pass-through p50 / p99 / p99.9 | fixed p95 p50 / p99 / p99.9, extra | default p50 / p99 / p99.9, extra | oracle at the default's extra p99 / p99.9 | hindsight bound at the default's extra: p99 (d ms, q) / p99.9 (d ms, q) | default ÷ bound p99 / p99.9 |",
+    "| scenario | pass-through p50 / p99 / p99.9 | fixed p95 p50 / p99 / p99.9, extra | default p50 / p99 / p99.9, extra | oracle at the default's extra p99 / p99.9 | hindsight bound at the default's extra: p99 (d ms, q[, fastest origin]) / p99.9 (d ms, q[, fastest origin]) | default ÷ bound p99 / p99.9 |",
     "|---|---|---|---|---|---|---|",
   ];
   for (const r of reports) {

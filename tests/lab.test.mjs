@@ -205,11 +205,11 @@ test("the bound check fails when a scenario's default moved away from the bound"
 
 /**
  * A run of `n` requests 5 ms apart made up from the scenario's own models:
- * every primary at origin 0, hedged at `hedgeAt` ms (or never) to origin 1;
- * the Worker's own time a constant 1 ms. Returns what the lab would have
- * collected and the latencies.
+ * every primary at origin `primary`, hedged at `hedgeAt` ms (or never) to
+ * the other; the Worker's own time a constant 1 ms. Returns what the lab
+ * would have collected and the latencies.
  */
-function syntheticRun(name, n, hedgeAt, lag = 0) {
+function syntheticRun(name, n, hedgeAt, lag = 0, primary = 0) {
   const epochMs = 1_000_000;
   const models = [0, 1].map((i) => originModel(name, i, "t", epochMs));
   const logs = models.map((m) => ({ clock: m.clock(), requests: [] }));
@@ -217,13 +217,13 @@ function syntheticRun(name, n, hedgeAt, lag = 0) {
   let legs = 0;
   for (let i = 0; i < n; i++) {
     const a = epochMs + 10 + i * 5;
-    const p = models[0].plan(a, `${i}:0`);
-    logs[0].requests.push([i, 0, a, p.delayMs, p.status, 0]);
+    const p = models[primary].plan(a, `${i}:0`);
+    logs[primary].requests.push([i, 0, a, p.delayMs, p.status, 0]);
     let done = p.delayMs;
     let planned = null;
     if (hedgeAt !== null && p.delayMs > hedgeAt) {
-      const h = models[1].plan(a + hedgeAt + lag, `${i}:0`);
-      logs[1].requests.push([i, 0, a + hedgeAt + lag, h.delayMs, h.status, 1]);
+      const h = models[1 - primary].plan(a + hedgeAt + lag, `${i}:0`);
+      logs[1 - primary].requests.push([i, 0, a + hedgeAt + lag, h.delayMs, h.status, 1]);
       done = Math.min(done, hedgeAt + lag + h.delayMs);
       legs += 1;
       planned = hedgeAt;
@@ -259,4 +259,16 @@ test("the lab's hindsight bound: its hedges leave as late after their delay as t
   const lateP99 = quantile(Float64Array.from(late.latencies).sort(), 0.99);
   assert.equal(own.q, 1);
   assert.ok(Math.abs(own.p99 - lateP99) < 1e-9, `${own.p99} vs ${lateP99}`);
+});
+
+test("the lab's hindsight bound: on unlike origins its hedges may go to the fastest", () => {
+  // slow-origin with every primary on the healthy origin: its stragglers are
+  // hedged better on itself than on the 120 ms one. Like origins: one sweep.
+  const healthy = syntheticRun("slow-origin", 4000, null, 0, 1);
+  const b = replayRun({ scenarioName: "slow-origin", seed: "t", perRequest: healthy.perRequest, logs: healthy.logs }).bound(0.08);
+  assert.equal(b.p99.toFastest, true, JSON.stringify(b.p99));
+  assert.ok(b.p99.latencyMs < 150, JSON.stringify(b.p99));
+  const like = syntheticRun("heavy-tail", 2000, null);
+  const l = replayRun({ scenarioName: "heavy-tail", seed: "t", perRequest: like.perRequest, logs: like.logs }).bound(0.08);
+  assert.equal(l.p99.toFastest, false);
 });
