@@ -81,6 +81,8 @@ struct TargetRules {
     skip_queueing: bool,
     /// Peers whose 5xx rate cut their budget are left out.
     skip_erroring: bool,
+    /// Peers whose fast answers are slower than this, ms, are left out.
+    slow_peer_above_ms: Option<f64>,
 }
 
 impl TargetRules {
@@ -89,8 +91,16 @@ impl TargetRules {
         level == BudgetLevel::Stopped
             || (self.skip_erroring && matches!(level, BudgetLevel::Reduced(_)))
             || (self.skip_queueing && load.queueing(origin))
+            || (self.slow_peer_above_ms)
+                .is_some_and(|limit| load.fast_ms(origin).is_some_and(|fast| fast > limit))
     }
 }
+
+/// A peer whose fast answers take this many times the primary's is a worse
+/// hedge target than the primary itself. Its fast answers (a running 25th
+/// percentile) do not move with stragglers or pauses, so two like origins
+/// never read twice apart.
+const SLOW_PEER_FACTOR: f64 = 2.0;
 
 /// A stall's hedges may borrow this many bucket sizes.
 const STALL_OVERDRAFT: f64 = 3.0;
@@ -128,10 +138,13 @@ pub struct GateParams {
     pub zones: Vec<Option<String>>,
     /// With no healthy peer, hedge to the primary itself on a new request.
     pub same_origin_hedge: bool,
-    /// A straggler's hedge skips a peer whose 5xx rate cut its budget when
-    /// the primary itself could take it (tail-aware policy): a hedge that
-    /// fails fast rescues nothing, and the erroring peer is spared the load.
-    pub avoid_erroring_peers: bool,
+    /// A straggler's hedge skips a peer whose 5xx rate cut its budget, or
+    /// whose fast answers take twice the primary's, when the primary itself
+    /// could take it (tail-aware policy): a hedge that fails fast rescues
+    /// nothing, and the erroring peer is spared the load; a new request on a
+    /// healthy primary escapes its straggler's bad luck sooner than the slow
+    /// peer answers.
+    pub avoid_poor_peers: bool,
     /// Primary choice, stall detection and the overload governor.
     pub origin_load: OriginLoadParams,
     /// Seeds the primary draws (each isolate needs its own).
@@ -158,7 +171,7 @@ pub struct HedgeGate {
     health: Vec<OriginHealth>,
     zones: Vec<Option<String>>,
     same_origin_hedge: bool,
-    avoid_erroring_peers: bool,
+    avoid_poor_peers: bool,
     /// Each origin's legs in flight and recent latency: the primary choice,
     /// stalls, and which origins are queueing (no hedges to them).
     pub load: OriginLoad,
@@ -194,7 +207,7 @@ impl HedgeGate {
                 .collect(),
             zones: params.zones.clone(),
             same_origin_hedge: params.same_origin_hedge,
-            avoid_erroring_peers: params.avoid_erroring_peers,
+            avoid_poor_peers: params.avoid_poor_peers,
             load: OriginLoad::new(params.origin_load, origins, params.seed),
             pop_rates: vec![None; origins],
             health_params: params.health,
@@ -440,16 +453,23 @@ impl HedgeGate {
         // replaces a request, it adds none).
         let skip_queueing = urgency != Some(Urgency::Failure);
         let same_origin = same_origin_allowed && !(skip_queueing && self.load.queueing(primary));
+        // A straggler on a primary in good standing is better hedged on the
+        // primary itself than on a peer that fails fast, or whose fast answers
+        // take twice the primary's (a straggler on a healthy origin is its
+        // own bad luck, which a new request there escapes, while the slow
+        // peer's answer is slow by nature); urgent hedges (the primary stalled
+        // or failed) still go to the peer.
+        let prefer_primary = self.avoid_poor_peers
+            && same_origin
+            && urgency.is_none()
+            && primary_level == BudgetLevel::Full;
         TargetRules {
             same_origin,
             skip_queueing,
-            // A straggler on a primary in good standing is better hedged on
-            // the primary itself than on a peer that fails fast; urgent hedges
-            // (the primary stalled or failed) still go to the peer.
-            skip_erroring: self.avoid_erroring_peers
-                && same_origin
-                && urgency.is_none()
-                && primary_level == BudgetLevel::Full,
+            skip_erroring: prefer_primary,
+            slow_peer_above_ms: (self.load.fast_ms(primary))
+                .filter(|_| prefer_primary)
+                .map(|fast| SLOW_PEER_FACTOR * fast),
         }
     }
 
@@ -781,5 +801,33 @@ mod tests {
             0.0,
         ));
         assert_eq!(gate.permit(0, 0.0, true), Err(HedgeDenied::NoTarget));
+    }
+
+    #[test]
+    fn a_straggler_is_hedged_on_its_primary_rather_than_on_a_slow_peer() {
+        let two = params(&[(
+            "HEDGE_ORIGINS",
+            r#"[{"name":"a","url":"http://a"},{"name":"b","url":"http://b"}]"#,
+        )]);
+        let mut gate = funded(HedgeGate::new(&two, 0.0));
+        // a's answers take 40 ms; b's `peer_ms`, 60 of each (past the 50
+        // answers a running percentile needs).
+        let answer = |gate: &mut HedgeGate, origin: usize, ms: f64| {
+            for _ in 0..60 {
+                let id = gate.load.leg_sent(origin, 0.0);
+                gate.load.leg_answered(origin, id, ms, false, ms);
+            }
+        };
+        answer(&mut gate, 0, 40.0);
+        answer(&mut gate, 1, 60.0);
+        assert_eq!(gate.permit(0, 1.0, true), Ok(1), "1.5x: the peer");
+        answer(&mut gate, 1, 120.0);
+        assert!(gate.load.fast_ms(1).is_some_and(|ms| ms > 80.0));
+        assert_eq!(gate.permit(0, 2.0, true), Ok(0), "3x: a new request on a");
+        assert_eq!(gate.likely_target(0, 2.0), Some(0));
+        // The slow origin's own stragglers still go to the fast one, and a
+        // stall's hedges leave the primary whatever the peer's speed.
+        assert_eq!(gate.permit(1, 3.0, true), Ok(0));
+        assert_eq!(gate.permit_urgent(0, 4.0, Urgency::Stall, false), Ok(1));
     }
 }

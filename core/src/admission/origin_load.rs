@@ -222,6 +222,13 @@ impl OriginLoad {
         self.origins.get(origin).and_then(|o| o.latency_ms)
     }
 
+    /// Its fast answers' latency (a running 25th percentile of successful
+    /// answers), once it has answered enough to trust it.
+    pub fn fast_ms(&self, origin: usize) -> Option<f64> {
+        let o = self.origins.get(origin)?;
+        o.fast_ms.filter(|_| o.answers >= BASELINE_MIN_ANSWERS)
+    }
+
     /// Its share of failed answers (recent, averaged).
     pub fn failure_share(&self, origin: usize) -> f64 {
         self.origins.get(origin).map_or(0.0, |o| o.failure_share)

@@ -91,7 +91,7 @@ pub const TUNING: &[Key] = &[
     Key { name: "HEDGE_TUNING.pop_timeout_ms", default: "1000", range: Range::Number { min: 1.0, max: 60_000.0 }, meaning: "longest wait for the PoP aggregator's reply; a failure backs pushes off" },
     Key { name: "HEDGE_TUNING.probe_interval_s", default: "10", range: Range::Number { min: 1.0, max: 3_600.0 }, meaning: "seconds between probe rounds (one request per origin per round, per PoP)" },
     Key { name: "HEDGE_TUNING.probe_timeout_ms", default: "2000", range: Range::Number { min: 1.0, max: 60_000.0 }, meaning: "a probe with no answer this long fails" },
-    Key { name: "HEDGE_TUNING.same_origin_hedge", default: "true", range: Range::Flag, meaning: "with no healthy peer, hedge to the primary itself on a new request (false: do not hedge)" },
+    Key { name: "HEDGE_TUNING.same_origin_hedge", default: "true", range: Range::Flag, meaning: "with no healthy peer, hedge to the primary itself on a new request (false: do not hedge); under the tail-aware policy a straggler's hedge also goes there rather than to a peer that errs or is twice as slow" },
     Key { name: "HEDGE_TUNING.health_consecutive_failures", default: "5", range: Range::Whole { min: 1, max: 1_000 }, meaning: "failures in a row (connection error, timeout, 5xx) that mark an origin degraded" },
     Key { name: "HEDGE_TUNING.health_failure_rate", default: "0.5", range: Range::Number { min: 0.01, max: 1.0 }, meaning: "failure rate over the window that marks an origin degraded" },
     Key { name: "HEDGE_TUNING.health_min_requests", default: "20", range: Range::Whole { min: 1, max: 1_000_000 }, meaning: "requests in the window before failure and 5xx rates count" },

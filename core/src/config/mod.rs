@@ -409,7 +409,7 @@ impl Params {
             health: self.health,
             zones: self.origins.iter().map(|o| o.zone.clone()).collect(),
             same_origin_hedge: self.same_origin_hedge,
-            avoid_erroring_peers: self.policy == HedgePolicy::TailAware,
+            avoid_poor_peers: self.policy == HedgePolicy::TailAware,
             origin_load: self.origin_load,
             // An isolate passes its own (`Hedger::new`).
             seed: 1,
