@@ -16,8 +16,7 @@ use crate::estimation::window::{WindowParams, WindowedSketch};
 
 /// How often a route's delay by predicted benefit is recomputed, ms.
 const BENEFIT_REFRESH_MS: f64 = 1_000.0;
-/// Samples a route needs before its 1% tail is trusted (a primary whose
-/// requests are the isolate's tail, tail weight w, needs 1/w of them).
+/// Samples a route needs before its 1% tail is trusted.
 const BENEFIT_MIN_SAMPLES: u64 = 500;
 /// Samples a route needs before the delay is chosen on its own rather than
 /// on its origin's over all routes: the objective reads the slowest 1%, and
@@ -296,23 +295,11 @@ impl DelayPlanner {
         // The route's own samples, else the origin's over all its routes
         // (as the quantile falls back), so a route with little traffic of
         // its own is not left on the quantile.
-        //
-        // A primary whose requests hold more of the isolate's tail than
-        // their number (tail weight w) is judged on its slowest w%: as many
-        // tail samples in 1/w of the data. A slow origin kept as a probe
-        // (2-3% of primaries, too few for 500 samples a window) is then
-        // hedged by benefit, not left on its own p95.
-        let floor = (min_samples as f64 / TAIL_WEIGHT_RANGE.1).ceil() as u64;
-        let some = estimator.samples(primary, route, ROUTE_OWN_SAMPLES, floor, now_ms)?;
-        let weight = self.tail_weight(estimator, primary, &some.whole, route, min_samples, now_ms);
-        let need = ((min_samples as f64 / weight).ceil() as u64).clamp(floor, min_samples);
-        let x = match need {
-            n if n == floor => some,
-            n => estimator.samples(primary, route, ROUTE_OWN_SAMPLES, n, now_ms)?,
-        };
+        let x = estimator.samples(primary, route, ROUTE_OWN_SAMPLES, min_samples, now_ms)?;
         let y = estimator.samples(target.origin, route, ROUTE_OWN_SAMPLES, min_samples, now_ms);
         // No data on the target yet: assume it behaves like the primary.
         let whole_y = y.as_ref().map_or(&x.whole, |y| &y.whole);
+        let weight = self.tail_weight(estimator, primary, &x.whole, route, min_samples, now_ms);
         let mut choice = best_delay(&x.whole, whole_y, max_share, weight);
         // A window remembers a spell (an overload, a sick origin) for its
         // whole length: when the newest samples put a different share of
@@ -439,32 +426,6 @@ mod tests {
             let weight = weight_of(&mut plan, &mut est, origin);
             assert_eq!(weight, 1.0, "origin {origin}");
         }
-    }
-
-    #[test]
-    fn a_slow_probe_primary_is_hedged_by_benefit_before_500_samples() {
-        // Origin 0 gets 2% of the requests (300 of them) and is slow: its
-        // requests are the isolate's tail, so a tenth of the usual samples
-        // hold as many of its tail as 500 hold of a like origin's.
-        let (mut plan, mut est) = (planner(), estimator());
-        feed(
-            &mut plan,
-            &mut est,
-            15_000,
-            0.02,
-            |origin, i| match origin {
-                0 => spread(i, 100.0, 400.0),
-                _ => spread(i, 20.0, 40.0),
-            },
-        );
-        let target = || LikelyTarget {
-            origin: 1,
-            share: 1.0,
-        };
-        let choice = plan.benefit(&mut est, 0, "/", 1_000.0, 0.1, target);
-        let choice = choice.expect("a delay by benefit");
-        // Well before its own p95 (480 ms): the fast peer answers in 20-60.
-        assert!(choice.delay_ms < 300.0, "{choice:?}");
     }
 
     #[test]
