@@ -810,8 +810,8 @@ mod tests {
             r#"[{"name":"a","url":"http://a"},{"name":"b","url":"http://b"}]"#,
         )]);
         let mut gate = funded(HedgeGate::new(&two, 0.0));
-        // a's answers take 40 ms; b's `peer_ms`, 60 of each (past the 50
-        // answers a running percentile needs).
+        // 60 answers at a time (past the 50 a running percentile needs):
+        // a's take 40 ms, b's 60 ms, then 120 ms.
         let answer = |gate: &mut HedgeGate, origin: usize, ms: f64| {
             for _ in 0..60 {
                 let id = gate.load.leg_sent(origin, 0.0);
