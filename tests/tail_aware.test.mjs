@@ -122,3 +122,36 @@ test("a straggler is hedged on its own origin rather than on a peer that sheds w
   assert.equal(hedgesAt(b) - toB, 0, "no straggler hedge went to the erroring peer");
   assert.ok(hedgesAt(a) - toA >= 10, "stragglers were hedged on a itself");
 });
+
+test("a straggler is hedged on its own origin rather than on a peer twice as slow", async () => {
+  // b answers in 150 ms; a's latency is the test's to set.
+  let aMs = 400;
+  const a = await origin("a", () => ({ delayMs: aMs, body: "from-a" }));
+  const b = await origin("b", () => ({ delayMs: 150, body: "from-b" }));
+  const w = await worker({
+    HEDGE_ORIGINS: origins(a, b),
+    HEDGE_CACHE: "false",
+    // Every request is hedged 5 ms in, and hedges that never win are not cut.
+    HEDGE_TUNING: { cold_delay_ms: "5", min_data_points: "1000000", cut_unpaid: "false" },
+    HEDGE_BUDGET_PERCENT: "100",
+  });
+  const run = async (prefix, n) => {
+    for (let i = 0; i < n; i++) {
+      const res = await w.fetch(`/${prefix}/${i}`);
+      assert.equal(res.status, 200);
+      await res.text();
+    }
+  };
+  // b answers 60 times (its fast answers are trusted after 50): a, slower
+  // still, loses every race to b's hedge.
+  await run("b-learns", 60);
+  assert.ok(hedgesAt(b) >= 50, `${hedgesAt(b)} hedges reached b`);
+  // a turns fast (30 ms) and answers 60 times: b is now 5x slower.
+  aMs = 30;
+  await run("a-learns", 60);
+  const [toA, toB] = [hedgesAt(a), hedgesAt(b)];
+  await run("later", 20);
+  console.log(`# later hedges: to a ${hedgesAt(a) - toA}, to b ${hedgesAt(b) - toB}`);
+  assert.equal(hedgesAt(b) - toB, 0, "no straggler hedge went to the slow peer");
+  assert.ok(hedgesAt(a) - toA >= 10, "stragglers were hedged on a itself");
+});
