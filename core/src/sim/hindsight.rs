@@ -12,9 +12,10 @@
 //! the next origin after the primary or, where the origins are unlike, to
 //! the fastest of them (the primary itself, as a new request, when it is the
 //! fastest: what the Worker does when the peer is much slower): the target
-//! is one more fixed choice made in hindsight, the better of the two. Like the Worker, a fast failure is retried at once at
-//! the other origin and, after two, once more at the first; a retry counts
-//! as the request's extra leg, as a hedge does.
+//! is one more fixed choice made in hindsight, the better of the two. Like
+//! the Worker, a fast failure is retried at once at the other origin and,
+//! after two, once more at the first; a retry counts as the request's extra
+//! leg, as a hedge does.
 //!
 //! A leg the run did not send meets the queue the run's own legs met at
 //! that origin at that moment ([`Tape::queue_wait`]): the bound is held to
@@ -55,10 +56,10 @@ pub struct HindsightBound {
 /// the two coarse steps around the best. For a 100 ms range: 0.5 ms steps,
 /// then 0.025 ms.
 const COARSE_STEPS: usize = 240;
-/// Origins whose medians are this far apart (as a ratio) are unlike enough
-/// for the bound to try hedging on the primary itself.
-const MEDIANS_APART: f64 = 1.25;
 const FINE_STEPS: usize = 40;
+/// Origins whose medians are this far apart (as a ratio) are unlike enough
+/// for the bound to try hedging on the fastest.
+const MEDIANS_APART: f64 = 1.25;
 
 /// One request replayed: the primary, and the request with no hedge.
 #[derive(Debug, Clone, Copy)]
@@ -150,10 +151,10 @@ impl<'a> Replay<'a> {
     /// itself as the second sweep put the bound 0.3-1.3% lower on the
     /// scenarios of like origins). With one origin the two are one.
     fn fastest_apart(&mut self) -> Option<usize> {
+        let requests: Vec<TapeEntry> = self.requests.iter().map(|r| r.entry).collect();
         let mut medians = Vec::with_capacity(self.origins.len());
         for origin in 0..self.origins.len() {
             let rtt = self.rtt(origin);
-            let requests: Vec<TapeEntry> = self.requests.iter().map(|r| r.entry).collect();
             let mut answers: Vec<f64> = (requests.iter())
                 .map(|e| self.serve(origin, e.req, 0, e.sent_ms + rtt / 2.0).0 + rtt)
                 .collect();
