@@ -98,9 +98,8 @@ export function replayRun({ scenarioName, seed, perRequest, logs }) {
   // Where hedges go: null, the next origin after the primary; else this one.
   let hedgeTo = null;
 
-  /** The fastest origin when the medians of what each would have answered the requests are apart, else null. */
-  function fastestApart() {
-    const replayed = requests.filter((r) => r.fixed === undefined);
+  /** The fastest origin when the medians of what each would have answered the `replayed` requests are apart, else null. */
+  function fastestApart(replayed) {
     if (models.length < 2 || !replayed.length) return null;
     const medians = models.map((m) => {
       const answers = Float64Array.from(replayed.map((r) => m.plan(r.a, `${r.seq}:0`).delayMs)).sort();
@@ -180,7 +179,7 @@ export function replayRun({ scenarioName, seed, perRequest, logs }) {
     const dMax = 1.2 * (rank >= 0 ? okTimes[rank] : 0);
     const best = { p99: null, p999: null };
     const step = dMax / COARSE_STEPS;
-    const fastest = fastestApart();
+    const fastest = fastestApart(replayed);
     for (const target of fastest === null ? [null] : [null, fastest]) {
       hedgeTo = target;
       const own = { p99: null, p999: null };

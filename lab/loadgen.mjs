@@ -43,8 +43,9 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
       (r) => {
         const ms = now() - intended;
         histogram.record(ms);
-        perRequest.push([i, Math.round(ms * 100) / 100, r.status, delayHedgeAt(r.serverTiming)]);
-        answered.push([ms, whyFromServerTiming(r.serverTiming), r.serverTiming, r.xHedge]);
+        const why = whyFromServerTiming(r.serverTiming);
+        perRequest.push([i, Math.round(ms * 100) / 100, r.status, delayHedgeAt(r.serverTiming, why)]);
+        answered.push([ms, why, r.serverTiming, r.xHedge]);
         const second = (bySecond[Math.floor((i * interval) / 1000)] ??= { requests: 0, hedged: 0, latencies: [] });
         second.requests += 1;
         second.hedged += r.xHedge === "primary" || r.xHedge === "hedge" ? 1 : 0;
@@ -97,9 +98,12 @@ export function whyFromServerTiming(header) {
   return /hedge-delay;/.test(header) ? "unhedged, before the delay" : "none";
 }
 
-/** The delay (ms) a response's hedge was planned at, when its delay sent one; else null. */
-export function delayHedgeAt(header) {
-  if (!header || !/(?:^|,\s*)hedge;desc="delay"/.test(header)) return null;
+/**
+ * The delay (ms) a response's hedge was planned at, when its delay sent one;
+ * else null. `why` is the header's `whyFromServerTiming`, when already read.
+ */
+export function delayHedgeAt(header, why = whyFromServerTiming(header)) {
+  if (why !== "hedge:delay") return null;
   const planned = /hedge-delay;dur=([0-9.]+)/.exec(header);
   return planned ? Number(planned[1]) : null;
 }

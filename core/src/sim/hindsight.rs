@@ -151,13 +151,14 @@ impl<'a> Replay<'a> {
     /// itself as the second sweep put the bound 0.3-1.3% lower on the
     /// scenarios of like origins). With one origin the two are one.
     fn fastest_apart(&mut self) -> Option<usize> {
-        let requests: Vec<TapeEntry> = self.requests.iter().map(|r| r.entry).collect();
         let mut medians = Vec::with_capacity(self.origins.len());
         for origin in 0..self.origins.len() {
             let rtt = self.rtt(origin);
-            let mut answers: Vec<f64> = (requests.iter())
-                .map(|e| self.serve(origin, e.req, 0, e.sent_ms + rtt / 2.0).0 + rtt)
-                .collect();
+            let mut answers = Vec::with_capacity(self.requests.len());
+            for i in 0..self.requests.len() {
+                let e = self.requests[i].entry;
+                answers.push(self.serve(origin, e.req, 0, e.sent_ms + rtt / 2.0).0 + rtt);
+            }
             if answers.is_empty() {
                 return None;
             }
