@@ -431,6 +431,16 @@ impl HedgeGate {
         }
     }
 
+    /// Whether `origin`'s fast answers take [`SLOW_PEER_FACTOR`] times
+    /// `than`'s or more (the rule that keeps stragglers off a slow peer).
+    /// Unknown until both have answered enough: false.
+    pub fn slower(&self, origin: usize, than: usize) -> bool {
+        match (self.load.fast_ms(origin), self.load.fast_ms(than)) {
+            (Some(slow), Some(fast)) => slow >= SLOW_PEER_FACTOR * fast,
+            _ => false,
+        }
+    }
+
     /// The most of all requests that hedges may go to `target` now: its
     /// reduced share when its 5xx rate cut it, none when stopped.
     pub fn target_share(&mut self, target: usize, now_ms: f64) -> f64 {

@@ -91,6 +91,10 @@ pub enum DelayBasis {
     /// The delay with the best predicted tail within the budget
     /// (tail-aware policy, enough local data).
     Benefit,
+    /// The hedge target's own delay by benefit: this primary has too few
+    /// answers for one of its own and would otherwise wait longer than a
+    /// request sent to the target first (tail-aware policy).
+    Target,
 }
 
 impl DelayBasis {
@@ -105,6 +109,7 @@ impl DelayBasis {
             DelayBasis::Static => "static",
             DelayBasis::Retry => "retry",
             DelayBasis::Benefit => "benefit",
+            DelayBasis::Target => "target",
         }
     }
 }

@@ -9,6 +9,8 @@ use super::state::{Action, LegRecord, RaceEnd, RaceEvent, RaceState};
 use super::Hedger;
 use crate::admission::health::{route_tag, Outcome};
 use crate::admission::hedge_gate::{HedgeDenied, Urgency};
+use crate::estimation::delay_plan::RaceHedge;
+use crate::estimation::delay_policy::DelayBasis;
 use crate::estimation::sketch::Sample;
 use crate::no_hedge::NoHedge;
 
@@ -284,15 +286,18 @@ impl Hedger {
             self.payoff.record(cause, state.plan.primary, won);
         }
         if state.plan.delay.is_some() {
-            let urgent = state.race.hedge_sent()
-                && matches!(
-                    state.hedge_cause,
-                    Some(HedgeCause::Stall | HedgeCause::Failure)
-                );
+            let hedge = match (state.race.hedge_sent(), state.hedge_cause) {
+                (true, Some(HedgeCause::Stall | HedgeCause::Failure)) => RaceHedge::Urgent,
+                (true, Some(HedgeCause::Delay)) => match state.plan.delay.map(|d| d.basis) {
+                    Some(DelayBasis::Benefit) => RaceHedge::Planned,
+                    _ => RaceHedge::Unplanned,
+                },
+                _ => RaceHedge::None,
+            };
             let took_ms = (state.legs[Leg::Primary.index()].started_ms)
                 .filter(|_| end != RaceEnd::ClientGone)
                 .map(|started| now_ms - started);
-            (self.delays).note_race_end(state.plan.primary, took_ms, urgent, now_ms);
+            (self.delays).note_race_end(state.plan.primary, took_ms, hedge, now_ms);
         }
         Action::Finish(end)
     }
@@ -316,11 +321,14 @@ impl Hedger {
     /// censored latency sample, and what it says about its origin's health.
     fn cut_short(&mut self, state: &mut RaceState, leg: Leg, why: CutShort, now_ms: f64) {
         self.record_sample(state, leg, true, now_ms);
+        let borrowed = (state.plan.delay).is_some_and(|d| d.basis == DelayBasis::Target);
         let record = &mut state.legs[leg.index()];
         record.aborted = true;
         let origin = record.origin;
-        if let Some(id) = record.load_id {
-            self.gate.load.leg_cut(origin, id);
+        match (record.load_id, leg == Leg::Primary && borrowed) {
+            (Some(id), true) => self.gate.load.leg_cut_early(origin, id, now_ms),
+            (Some(id), false) => self.gate.load.leg_cut(origin, id),
+            (None, _) => {}
         }
         match why {
             CutShort::TimedOut => {

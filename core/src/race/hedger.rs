@@ -251,6 +251,7 @@ impl Hedger {
                 LikelyTarget {
                     origin,
                     share: gate.target_share(origin, now_ms),
+                    slower_primary: gate.slower(primary, origin),
                 }
             },
         )

@@ -774,3 +774,87 @@ fn a_route_policy_picks_its_own_delay_rule() {
         "its own rule: the quantile"
     );
 }
+
+/// A hedger whose origin 0 ("a", the primary: HEDGE_PRIMARY=ordered) has
+/// answered 60 times in `a_ms`, and origin 1 ("b") 60 times in 30 ms, with
+/// plenty of samples on route "/r" for b alone: b's delay is by benefit,
+/// a has too few samples for one.
+fn slow_primary_hedger(a_ms: f64) -> Hedger {
+    use crate::estimation::sketch::Sample;
+    let mut h = hedger(&[
+        ("HEDGE_MODE", "adaptive"),
+        ("HEDGE_PRIMARY", "ordered"),
+        // No stall checks: the timer fires at the delay.
+        ("HEDGE_TUNING", r#"{"stall_factor":0}"#),
+    ]);
+    // a's answers spread over a_ms / 2 to 3 a_ms / 2; b's at 30 ms.
+    for i in 0..60 {
+        let spread = [0.5, 0.75, 1.25, 1.5][i % 4];
+        for (origin, ms) in [(0, a_ms * spread), (1, 30.0)] {
+            let id = h.gate.load.leg_sent(origin, 0.0);
+            h.gate.load.leg_answered(origin, id, ms, false, ms);
+        }
+    }
+    for i in 0..2_000 {
+        let ms = if i % 50 == 0 {
+            800.0
+        } else {
+            25.0 + f64::from(i % 20)
+        };
+        h.estimator.record(1, "/r", Sample::Completed(ms), 500.0);
+    }
+    for i in 0..100 {
+        let ms = a_ms + f64::from(i % 40);
+        h.estimator.record(0, "/r", Sample::Completed(ms), 500.0);
+    }
+    h
+}
+
+#[test]
+fn a_slow_primary_without_a_delay_of_its_own_waits_no_longer_than_its_target() {
+    use crate::estimation::delay_policy::DelayBasis;
+    let mut h = slow_primary_hedger(120.0);
+    let target = h.route_delay(1, "/r", 1_000.0).choice.expect("b's delay");
+    assert_eq!(target.basis, DelayBasis::Benefit);
+    let own = h.route_delay(0, "/r", 1_000.0).choice.expect("a's delay");
+    assert_eq!(own.basis, DelayBasis::Target);
+    assert_eq!(own.delay_ms, target.delay_ms);
+    // Its request's hedge goes out at b's delay; when the hedge wins, the
+    // primary it cut counts as at least that slow: a's latency average
+    // rises instead of keeping only the answers that beat the hedges.
+    let mut race = start(&mut h, 1_000.0);
+    assert_eq!(race.plan.primary, 0);
+    assert_eq!(race.plan.delay, Some(own));
+    let hedge_at = 1_000.0 + own.delay_ms;
+    assert!(matches!(
+        h.timer_fired(&mut race, hedge_at),
+        Action::SendHedge { origin: 1, .. }
+    ));
+    h.hedge_sent(&mut race, hedge_at);
+    let before = h.gate.load.latency_ms(0).expect("a's average");
+    h.leg_finished(&mut race, Leg::Hedge, Ok(200), hedge_at + 30.0);
+    assert!(race.leg(Leg::Primary).aborted);
+    let after = h.gate.load.latency_ms(0).expect("a's average");
+    assert!(after > before, "{before} -> {after}");
+}
+
+#[test]
+fn a_primary_as_fast_as_its_target_keeps_its_own_quantile() {
+    use crate::estimation::delay_policy::DelayBasis;
+    // Few primaries for a while (after a pause), but not slower by nature.
+    let mut h = slow_primary_hedger(35.0);
+    h.route_delay(1, "/r", 1_000.0);
+    let own = h.route_delay(0, "/r", 1_000.0).choice.expect("a's delay");
+    assert_ne!(own.basis, DelayBasis::Target);
+    // And a leg it loses says nothing of its latency.
+    let mut race = start(&mut h, 1_000.0);
+    let hedge_at = 1_000.0 + own.delay_ms;
+    assert!(matches!(
+        h.timer_fired(&mut race, hedge_at),
+        Action::SendHedge { origin: 1, .. }
+    ));
+    h.hedge_sent(&mut race, hedge_at);
+    let before = h.gate.load.latency_ms(0);
+    h.leg_finished(&mut race, Leg::Hedge, Ok(200), hedge_at + 30.0);
+    assert_eq!(h.gate.load.latency_ms(0), before);
+}
