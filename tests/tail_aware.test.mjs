@@ -155,3 +155,51 @@ test("a straggler is hedged on its own origin rather than on a peer twice as slo
   assert.equal(hedgesAt(b) - toB, 0, "no straggler hedge went to the slow peer");
   assert.ok(hedgesAt(a) - toA >= 10, "stragglers were hedged on a itself");
 });
+
+test("a slow origin's requests are hedged at the fast origin's own delay, not held for their own p95", async () => {
+  // a answers in 3 s; b in 20-40 ms, one request in 25 at 300 ms (a tail
+  // the benefit rule can plan on).
+  let n = 0;
+  const a = await origin("a", () => ({ delayMs: 3_000, body: "from-a" }));
+  const b = await origin("b", () => ({ delayMs: ++n % 25 === 0 ? 300 : 20 + (n % 21), body: "from-b" }));
+  const w = await worker({
+    HEDGE_ORIGINS: origins(a, b),
+    HEDGE_CACHE: "false",
+    HEDGE_PRIMARY: "latency",
+    // a keeps a tenth of the primaries and answers them (no cold-start
+    // hedge before 3 s, no stall checks: its legs sit 3 s by design).
+    HEDGE_TUNING: { primary_probe_percent: "10", cold_delay_ms: "5000", stall_factor: "0" },
+    HEDGE_BUDGET_PERCENT: "50",
+  });
+  const run = async (prefix, count) => {
+    const out = [];
+    let next = 0;
+    const lane = async () => {
+      while (next < count) {
+        const i = next++;
+        const started = performance.now();
+        const res = await w.fetch(`/${prefix}/${i}`);
+        const body = await res.text();
+        const timing = serverTiming(res.headers.get("server-timing"));
+        out.push({ body, ms: performance.now() - started, basis: timing["hedge-delay"]?.desc, delay: timing["hedge-delay"]?.dur });
+      }
+    };
+    await Promise.all(Array.from({ length: 20 }, lane));
+    return out;
+  };
+  // b answers 500+ times (a delay by benefit of its own), a 50+ (its fast
+  // answers known, 3 s against b's 20-40 ms).
+  await run("t", 700);
+  assert.ok(primariesAt(a) >= 50, `a answered ${primariesAt(a)} primaries`);
+  const later = await run("t", 300);
+  const borrowed = later.filter((r) => r.basis === "target");
+  console.log(
+    `# of 300 later requests ${borrowed.length} at b's delay (${[...new Set(borrowed.map((r) => r.delay))].join(", ")} ms), slowest ${borrowed.length ? Math.max(...borrowed.map((r) => r.ms)).toFixed(0) : "-"} ms`,
+  );
+  // About a tenth are a's; on 2eb9819's build none is (a's own p95, ~3 s).
+  assert.ok(borrowed.length >= 10, `${borrowed.length} requests planned on b's delay`);
+  for (const r of borrowed) {
+    assert.equal(r.body, "from-b", "b's hedge answered");
+    assert.ok(r.ms < 1_000, `a request on a waited ${r.ms.toFixed(0)} ms`);
+  }
+});
