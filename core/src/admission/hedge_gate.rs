@@ -81,8 +81,8 @@ struct TargetRules {
     skip_queueing: bool,
     /// Peers whose 5xx rate cut their budget are left out.
     skip_erroring: bool,
-    /// Peers whose fast answers are slower than this, ms, are left out.
-    slow_peer_above_ms: Option<f64>,
+    /// Peers slower by nature than this origin (the primary) are left out.
+    slow_peer_of: Option<usize>,
 }
 
 impl TargetRules {
@@ -91,8 +91,17 @@ impl TargetRules {
         level == BudgetLevel::Stopped
             || (self.skip_erroring && matches!(level, BudgetLevel::Reduced(_)))
             || (self.skip_queueing && load.queueing(origin))
-            || (self.slow_peer_above_ms)
-                .is_some_and(|limit| load.fast_ms(origin).is_some_and(|fast| fast > limit))
+            || (self.slow_peer_of).is_some_and(|primary| slower_by_nature(load, origin, primary))
+    }
+}
+
+/// Whether `origin`'s fast answers take more than [`SLOW_PEER_FACTOR`] times
+/// `than`'s: the one test behind the slow-peer rule and a slow primary's
+/// borrowed delay. Unknown until both have answered enough: false.
+fn slower_by_nature(load: &OriginLoad, origin: usize, than: usize) -> bool {
+    match (load.fast_ms(origin), load.fast_ms(than)) {
+        (Some(slow), Some(fast)) => slow > SLOW_PEER_FACTOR * fast,
+        _ => false,
     }
 }
 
@@ -431,14 +440,11 @@ impl HedgeGate {
         }
     }
 
-    /// Whether `origin`'s fast answers take [`SLOW_PEER_FACTOR`] times
-    /// `than`'s or more (the rule that keeps stragglers off a slow peer).
-    /// Unknown until both have answered enough: false.
+    /// Whether `origin` is slower by nature than `than`: its fast answers
+    /// take more than [`SLOW_PEER_FACTOR`] times `than`'s (as for the rule
+    /// that keeps stragglers off a slow peer).
     pub fn slower(&self, origin: usize, than: usize) -> bool {
-        match (self.load.fast_ms(origin), self.load.fast_ms(than)) {
-            (Some(slow), Some(fast)) => slow >= SLOW_PEER_FACTOR * fast,
-            _ => false,
-        }
+        slower_by_nature(&self.load, origin, than)
     }
 
     /// The most of all requests that hedges may go to `target` now: its
@@ -477,9 +483,7 @@ impl HedgeGate {
             same_origin,
             skip_queueing,
             skip_erroring: prefer_primary,
-            slow_peer_above_ms: (self.load.fast_ms(primary))
-                .filter(|_| prefer_primary)
-                .map(|fast| SLOW_PEER_FACTOR * fast),
+            slow_peer_of: prefer_primary.then_some(primary),
         }
     }
 

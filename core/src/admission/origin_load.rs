@@ -174,19 +174,9 @@ impl OriginLoad {
             let avg = clipped_average(o.latency_ms, latency_ms);
             o.latency_ms = Some(avg);
             o.answers = o.answers.saturating_add(1);
-            // Stochastic quantile tracking: a step up a quarter of the time
-            // and down three quarters settles where 25% of answers are faster.
-            let fast = match o.fast_ms {
-                None => latency_ms,
-                Some(fast) => {
-                    let step = FAST_STEP * fast.max(1.0);
-                    if latency_ms < fast {
-                        fast - (1.0 - FAST_QUANTILE) * step
-                    } else {
-                        fast + FAST_QUANTILE * step
-                    }
-                }
-            };
+            let fast = o
+                .fast_ms
+                .map_or(latency_ms, |fast| fast_stepped(fast, latency_ms >= fast));
             o.fast_ms = Some(fast);
             let drifted = o.baseline.map_or(fast, |(base, at)| {
                 let minutes = ((now_ms - at) / 60_000.0).max(0.0);
@@ -246,7 +236,7 @@ impl OriginLoad {
         // The running 25th percentile steps up as for an answer slower than
         // it: a lower bound says that much.
         if let Some(fast) = o.fast_ms.filter(|&fast| age > fast) {
-            o.fast_ms = Some(fast + FAST_QUANTILE * FAST_STEP * fast.max(1.0));
+            o.fast_ms = Some(fast_stepped(fast, true));
         }
     }
 
@@ -413,6 +403,19 @@ impl OriginLoad {
         x ^= x >> 27;
         self.rng = x;
         (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The running 25th percentile `fast` after one answer at least as slow as
+/// it (`slower`) or faster. Stochastic quantile tracking: a step up a
+/// quarter of the time and down three quarters settles where 25% of
+/// answers are faster.
+fn fast_stepped(fast: f64, slower: bool) -> f64 {
+    let step = FAST_STEP * fast.max(1.0);
+    if slower {
+        fast + FAST_QUANTILE * step
+    } else {
+        fast - (1.0 - FAST_QUANTILE) * step
     }
 }
 

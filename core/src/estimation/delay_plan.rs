@@ -83,7 +83,7 @@ pub struct LikelyTarget {
     /// Its share of requests, in [0, 1].
     pub share: f64,
     /// Whether the primary is the slow one of the two: its fast answers
-    /// take twice the target's or more.
+    /// take more than twice the target's.
     pub slower_primary: bool,
 }
 
@@ -242,7 +242,7 @@ impl DelayPlanner {
             (true, None, Some(own)) => target
                 .get()
                 .filter(|t| t.slower_primary)
-                .and_then(|t| self.target_delay(primary, t.origin, route, now_ms))
+                .and_then(|t| self.target_delay(t.origin, route, now_ms))
                 .map(clamp)
                 .filter(|&d| d < own.delay_ms),
             _ => None,
@@ -257,11 +257,9 @@ impl DelayPlanner {
     }
 
     /// The delay by benefit `target`'s own requests on `route` got
-    /// recently as primaries, when `target` is another origin than `primary`.
-    fn target_delay(&self, primary: usize, target: usize, route: &str, now_ms: f64) -> Option<f64> {
-        if target == primary {
-            return None;
-        }
+    /// recently as primaries (asked only for a target the primary is slower
+    /// than, so never the primary itself).
+    fn target_delay(&self, target: usize, route: &str, now_ms: f64) -> Option<f64> {
         let cached = self.benefit.get(&(target, route.to_string()))?;
         let fresh = now_ms - cached.at_ms <= TARGET_DELAY_FRESH_MS;
         cached.choice.filter(|_| fresh).map(|c| c.delay_ms)
