@@ -167,9 +167,18 @@ test("a slow origin's requests are hedged at the fast origin's own delay, not he
     HEDGE_CACHE: "false",
     HEDGE_PRIMARY: "latency",
     // a keeps a tenth of the primaries and answers them (no cold-start
-    // hedge before 3 s, no stall checks: its legs sit 3 s by design).
-    HEDGE_TUNING: { primary_probe_percent: "10", cold_delay_ms: "5000", stall_factor: "0" },
-    HEDGE_BUDGET_PERCENT: "50",
+    // hedge before 3 s, no stall checks: its legs sit 3 s by design). Only
+    // the delay is under test: no hedge is left out for the budget (20
+    // requests at once drain a bucket of 10), a busy isolate or pay.
+    HEDGE_TUNING: {
+      primary_probe_percent: "10",
+      cold_delay_ms: "5000",
+      stall_factor: "0",
+      budget_max_tokens: "1000",
+      isolate_busy_lag_ms: "10000",
+      cut_unpaid: "false",
+    },
+    HEDGE_BUDGET_PERCENT: "100",
   });
   const run = async (prefix, count) => {
     const out = [];
@@ -196,6 +205,9 @@ test("a slow origin's requests are hedged at the fast origin's own delay, not he
   console.log(
     `# of 300 later requests ${borrowed.length} at b's delay (${[...new Set(borrowed.map((r) => r.delay))].join(", ")} ms), slowest ${borrowed.length ? Math.max(...borrowed.map((r) => r.ms)).toFixed(0) : "-"} ms`,
   );
+  const bases = {};
+  for (const r of later) bases[`${r.basis} ${r.body}`] = (bases[`${r.basis} ${r.body}`] ?? 0) + 1;
+  console.log(`# later requests by delay basis and answer: ${JSON.stringify(bases)}`);
   // About a tenth are a's; on 2eb9819's build none is (a's own p95, ~3 s).
   assert.ok(borrowed.length >= 10, `${borrowed.length} requests planned on b's delay`);
   for (const r of borrowed) {
