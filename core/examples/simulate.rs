@@ -150,6 +150,19 @@ fn main() {
         which.split(',').collect()
     };
     let out = value("--out", "sim-results");
+    // `--bound-curve 1,3,5`: the hindsight bound also at these extra loads (%).
+    let curve_loads: Vec<f64> = match args.iter().any(|a| a == "--bound-curve") {
+        false => Vec::new(),
+        true => value("--bound-curve", "")
+            .split(',')
+            .map(|x| {
+                x.trim().parse().unwrap_or_else(|_| {
+                    eprintln!("simulate: --bound-curve expects percentages like 1,3,5, got {x:?}");
+                    std::process::exit(2)
+                })
+            })
+            .collect(),
+    };
     let mut report = String::new();
     let mut json = Vec::new();
     let started = Instant::now();
@@ -290,6 +303,25 @@ fn main() {
                 d.extra_pct, o.delay_ms, o.p99, o.p999
             ));
             let bound = Replay::new(&params, &default_tape).bound(default_legs);
+            let mut curve = String::new();
+            if !curve_loads.is_empty() {
+                // What the best fixed delay would buy at other loads, for
+                // the same arrivals and draws: a target judged at another
+                // load than the default's (fixed p95's, a cap) reads here.
+                let mut line =
+                    String::from("Hindsight bound at other extra loads (p99 / p99.9 ms):");
+                let mut replay = Replay::new(&params, &default_tape);
+                for pct in &curve_loads {
+                    if let Some(b) = replay.bound(pct / 100.0) {
+                        line.push_str(&format!(
+                            " {pct}%: {:.1} / {:.1};",
+                            b.p99.latency_ms, b.p999.latency_ms
+                        ));
+                    }
+                }
+                line.pop();
+                curve = format!("{line}.\n\n");
+            }
             let target = |p: &BoundPoint| {
                 if p.to_fastest {
                     ", to the fastest origin"
@@ -305,6 +337,7 @@ fn main() {
                     d.p99 / b.p99.latency_ms, d.p999 / b.p999.latency_ms,
                 ));
             }
+            report.push_str(&curve);
             let named = |part: &str| rows.iter().find(|r| r.name.contains(part)).cloned();
             if let (Some(pass_through), Some(fixed), Some(bound)) =
                 (named("hedging off"), named("fixed-quantile"), bound)
