@@ -91,7 +91,17 @@ test("50 concurrent identical cacheable GETs make one origin request and get 50 
   // one after another, a body left unread for about a second after its
   // entry was stored came out empty in Miniflare 5's local cache, behind a
   // content-length of 256 KiB; entries stored earlier did not.)
-  const bodies = await Promise.all(responses.map((res) => res.text()));
+  // A body that cannot be read fails the test with what its response was
+  // (one CI run in many failed here with "Body is unusable" and no more).
+  const bodies = await Promise.all(
+    responses.map((res, i) =>
+      res.text().catch((e) => {
+        const seen = { i, status: res.status, xHedge: res.headers.get("x-hedge"), bodyUsed: res.bodyUsed };
+        seen.contentLength = res.headers.get("content-length");
+        throw new Error(`response ${JSON.stringify(seen)}: ${e.message}`);
+      }),
+    ),
+  );
   for (const [i, res] of responses.entries()) {
     assert.equal(res.status, 200);
     assert.equal(bodies[i], expected);
