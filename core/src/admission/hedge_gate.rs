@@ -14,41 +14,7 @@ use crate::admission::budget::{BudgetParams, HedgeBudget};
 use crate::admission::health::{BudgetLevel, HealthParams, HealthWindow, OriginHealth, Outcome};
 use crate::admission::origin_load::{OriginLoad, OriginLoadParams};
 use crate::admission::origin_pool::{choose_hedge, choose_primary, HedgeTarget};
-
-/// Why a hedge was not sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HedgeDenied {
-    /// The global budget has no token.
-    Budget,
-    /// The primary's 5xx rate is past the stop level.
-    PrimaryErroring,
-    /// No origin may take the hedge (and same-origin hedges are off).
-    NoTarget,
-    /// The isolate's own event loop is the bottleneck: a hedge would add
-    /// work to it and cannot shorten it.
-    IsolateBusy,
-    /// Hedges of this cause to this origin have stopped winning as often
-    /// as predicted; this one was left out to cut them back.
-    NotPaying,
-    /// The PoP as a whole (or the route's own PoP share) is over its
-    /// budget: no straggler or stall hedges until it is back under. A fast
-    /// failure's retry still goes (it replaces a request).
-    PopBudget,
-}
-
-impl HedgeDenied {
-    /// A short name for headers and logs.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            HedgeDenied::Budget => "budget",
-            HedgeDenied::PrimaryErroring => "primary-erroring",
-            HedgeDenied::NoTarget => "no-target",
-            HedgeDenied::IsolateBusy => "isolate-busy",
-            HedgeDenied::NotPaying => "not-paying",
-            HedgeDenied::PopBudget => "pop-budget",
-        }
-    }
-}
+use crate::no_hedge::HedgeDenied;
 
 /// Why a hedge went out (`Server-Timing`, logs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

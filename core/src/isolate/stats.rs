@@ -10,9 +10,9 @@ use crate::admission::payoff::CAUSES;
 
 use super::{Isolate, RecentError};
 use crate::admission::health::BudgetLevel;
-use crate::admission::hedge_gate::HedgeDenied;
 use crate::config::Params;
 use crate::estimation::delay_plan::RouteDelay;
+use crate::no_hedge::HedgeDenied;
 use crate::observe::latency_export::LatencyExport;
 use crate::observe::metrics::{MetricCounts, RouteMetrics};
 use crate::pop::push::KeyDelta;

@@ -8,10 +8,11 @@ use super::plan::{HedgeCause, RacePlan};
 use super::state::{Action, LegRecord, RaceEnd, RaceEvent, RaceState};
 use super::Hedger;
 use crate::admission::health::{route_tag, Outcome};
-use crate::admission::hedge_gate::{HedgeDenied, Urgency};
+use crate::admission::hedge_gate::Urgency;
 use crate::estimation::delay_plan::RaceHedge;
 use crate::estimation::delay_policy::DelayBasis;
 use crate::estimation::sketch::Sample;
+use crate::no_hedge::HedgeDenied;
 use crate::no_hedge::NoHedge;
 
 // === impl Hedger ===

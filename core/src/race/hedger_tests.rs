@@ -1,8 +1,8 @@
 //! The Hedger's race decisions, event by event on a clock the test sets.
 
 use super::*;
-use crate::admission::hedge_gate::HedgeDenied;
 use crate::admission::hedge_gate::HedgeGate;
+use crate::no_hedge::HedgeDenied;
 use crate::race::{HedgeCause, Route};
 use crate::request::eligibility::Eligibility;
 use crate::request::eligibility::NotHedgeableReason;
