@@ -28,7 +28,8 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
   const result = { sent: 0, ok: 0, errors: 0, timeouts: 0, statuses: {}, xHedge: {}, errorKinds: {}, maxLagMs: 0 };
   const answered = []; // [latency, why] per response, for the slowest responses' reasons
   // [request number, latency ms, status (0: no answer), the delay its hedge
-  // was planned at when its delay sent one (else null)], for the hindsight bound
+  // was planned at when its delay sent one (else null), Server-Timing], for
+  // the hindsight bound and `run.mjs --requests`
   const perRequest = [];
   const bySecond = []; // per second of intended send time: { requests, hedged, latencies }
   const start = now();
@@ -44,7 +45,7 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
         const ms = now() - intended;
         histogram.record(ms);
         const why = whyFromServerTiming(r.serverTiming);
-        perRequest.push([i, Math.round(ms * 100) / 100, r.status, delayHedgeAt(r.serverTiming, why)]);
+        perRequest.push([i, Math.round(ms * 100) / 100, r.status, delayHedgeAt(r.serverTiming, why), r.serverTiming ?? null]);
         answered.push([ms, why, r.serverTiming, r.xHedge]);
         const second = (bySecond[Math.floor((i * interval) / 1000)] ??= { requests: 0, hedged: 0, latencies: [] });
         second.requests += 1;
@@ -58,7 +59,7 @@ export async function runOpenLoop({ url, rate, seconds, timeoutMs = 5_000, send 
       (e) => {
         // A timeout or a failed connection is an error, and its time still counts.
         histogram.record(now() - intended);
-        perRequest.push([i, Math.round((now() - intended) * 100) / 100, 0, null]);
+        perRequest.push([i, Math.round((now() - intended) * 100) / 100, 0, null, null]);
         result.errors += 1;
         if (e?.timeout) result.timeouts += 1;
         const kind = e?.timeout ? "timeout" : (e?.code ?? String(e?.message ?? e));

@@ -8,11 +8,14 @@
 //                    [--configs "hedging off,fixed-quantile,default,unguarded,JS pass-through,workers-rs"]
 //                    [--pop] [--pop-rate 50] [--pop-isolates 8] [--pop-seconds 2]
 //                    [--budgets 4,8,16 (the default at these HEDGE_BUDGET_PERCENT too)]
+//                    [--requests (every request of each Worker configuration, with its
+//                     Server-Timing, to OUT/requests-SCENARIO.jsonl: what the report's five
+//                     slowest cannot show, such as the requests around p99)]
 //
 // The default configuration's stats page (with its latency, what the advisor
 // reads) is saved as OUT/stats-SCENARIO.json.
 import { execFileSync, spawn } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -191,14 +194,31 @@ function summarize(name, result, stats) {
   };
 }
 
+/**
+ * Appends one configuration's requests to OUT/requests-SCENARIO.jsonl (the
+ * file started afresh by the scenario's first configuration), one JSON line
+ * each: {config, n, ms, status, serverTiming}, in the order they were sent.
+ */
+function saveRequests(dir, scenarioName, config, perRequest, first) {
+  mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, `requests-${scenarioName}.jsonl`);
+  const lines = [...perRequest]
+    .sort((a, b) => a[0] - b[0])
+    .map(([n, ms, status, , serverTiming]) => JSON.stringify({ config, n, ms, status, serverTiming }));
+  const text = lines.join("\n") + "\n";
+  if (first) writeFileSync(file, text);
+  else appendFileSync(file, text);
+}
+
 /** Runs every configuration on one scenario; returns the report object. */
-export async function runScenario({ scenarioName, rate, seconds, warmup, seed, configurations = CONFIGURATIONS, statsOut = null }) {
+export async function runScenario({ scenarioName, rate, seconds, warmup, seed, configurations = CONFIGURATIONS, statsOut = null, requestsOut = null }) {
   const spec = scenario(scenarioName);
   log(`scenario ${scenarioName}: ${spec.description}`);
   const sim = spawnJson(["lab/origin-sim.mjs", "--scenario", scenarioName, "--seed", String(seed)], { keepAlive: true });
   const { origins } = await sim.firstLine;
   const rows = [];
   let defaultRun = null; // what the hindsight bound replays
+  let requestsSaved = false; // OUT/requests-SCENARIO.jsonl started for this run
   try {
     for (const [i, config] of configurations.entries()) {
       log(`(${i + 1}/${configurations.length}) ${config.name}: ${warmup} s warm-up + ${seconds} s at ${rate} rps`);
@@ -222,6 +242,10 @@ export async function runScenario({ scenarioName, rate, seconds, warmup, seed, c
           if (statsOut) await saveStats(url, path.join(statsOut, `stats-${scenarioName}.json`));
         }
         if (config.vars) row.worker = await workerView(url);
+        if (requestsOut && config.vars) {
+          saveRequests(requestsOut, scenarioName, config.name, result.perRequest, !requestsSaved);
+          requestsSaved = true;
+        }
         rows.push(row);
         log(`    p50 ${row.p50?.toFixed(1)} ms, p99 ${row.p99?.toFixed(1)} ms, p99.9 ${row.p999?.toFixed(1)} ms, extra ${row.extraPct.toFixed(1)}%, errors ${row.errors}; slowest: ${whyText(row.slowestWhy)}`);
         if (row.worker) log(`    the Worker's own view: ${workerViewText(row.worker)}`);
@@ -536,6 +560,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       "pop-isolates": { type: "string", default: "8" },
       "pop-seconds": { type: "string", default: "2" },
       budgets: { type: "string", default: "" },
+      requests: { type: "boolean", default: false },
     },
   });
   const names = values.scenario === "all" ? SCENARIO_NAMES : values.scenario === "none" ? [] : values.scenario.split(",");
@@ -554,6 +579,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
         seed: values.seed,
         configurations,
         statsOut: path.resolve(root, values.out),
+        requestsOut: values.requests ? path.resolve(root, values.out) : null,
       }),
     );
   }

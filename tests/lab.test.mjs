@@ -12,7 +12,7 @@ import { runScenario, CONFIGURATIONS, DEFAULT_CONFIGURATION } from "../lab/run.m
 import { backAfter, block, secondsOf } from "../lab/spell.mjs";
 import { replayRun } from "../lab/hindsight.mjs";
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 
@@ -165,8 +165,16 @@ test("a spell's report: blocks of seconds and how soon a figure came back", () =
 
 test("a short lab run: pass-through and the default side by side", async () => {
   const configurations = CONFIGURATIONS.filter((c) => c.name === "worker, hedging off" || c.name === DEFAULT_CONFIGURATION);
-  const report = await runScenario({ scenarioName: "heavy-tail", rate: 100, seconds: 2, warmup: 1, seed: "ci", configurations });
+  const requestsOut = mkdtempSync(path.join(tmpdir(), "lab-requests-"));
+  const report = await runScenario({ scenarioName: "heavy-tail", rate: 100, seconds: 2, warmup: 1, seed: "ci", configurations, requestsOut });
   assert.equal(report.rows.length, 2);
+  // --requests: every request of each configuration, with what the Worker said.
+  const saved = readFileSync(path.join(requestsOut, "requests-heavy-tail.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  rmSync(requestsOut, { recursive: true });
+  assert.equal(saved.length, 400);
+  const ofDefault = saved.filter((r) => r.config === DEFAULT_CONFIGURATION);
+  assert.deepEqual(ofDefault.map((r) => r.n), [...Array(200).keys()]);
+  assert.ok(ofDefault.every((r) => r.status === 200 && /hedge-delay;dur=/.test(r.serverTiming)), JSON.stringify(ofDefault[0]));
   for (const row of report.rows) {
     assert.equal(row.requests, 200);
     assert.equal(row.errors, 0);
