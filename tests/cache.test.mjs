@@ -96,8 +96,8 @@ test("50 concurrent identical cacheable GETs make one origin request and get 50 
   const bodies = await Promise.all(
     responses.map((res, i) =>
       res.text().catch((e) => {
-        const seen = { i, status: res.status, xHedge: res.headers.get("x-hedge"), bodyUsed: res.bodyUsed };
-        seen.contentLength = res.headers.get("content-length");
+        const h = (name) => res.headers.get(name);
+        const seen = { i, status: res.status, xHedge: h("x-hedge"), contentLength: h("content-length"), bodyUsed: res.bodyUsed };
         throw new Error(`response ${JSON.stringify(seen)}: ${e.message}`);
       }),
     ),
