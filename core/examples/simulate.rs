@@ -302,7 +302,10 @@ fn main() {
                 "\nOracle bound at the default's extra load ({:.1}%, hedge at {:.1} ms): p99 {:.1} ms, p99.9 {:.1} ms.\n",
                 d.extra_pct, o.delay_ms, o.p99, o.p999
             ));
-            let bound = Replay::new(&params, &default_tape).bound(default_legs);
+            // One replay for the bound and the curve: it is built by
+            // replaying every request once, and each bound reads it anew.
+            let mut replay = Replay::new(&params, &default_tape);
+            let bound = replay.bound(default_legs);
             let mut curve = String::new();
             if !curve_loads.is_empty() {
                 // What the best fixed delay would buy at other loads, for
@@ -310,7 +313,6 @@ fn main() {
                 // load than the default's (fixed p95's, a cap) reads here.
                 let mut line =
                     String::from("Hindsight bound at other extra loads (p99 / p99.9 ms):");
-                let mut replay = Replay::new(&params, &default_tape);
                 for pct in &curve_loads {
                     if let Some(b) = replay.bound(pct / 100.0) {
                         line.push_str(&format!(

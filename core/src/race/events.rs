@@ -12,8 +12,7 @@ use crate::admission::hedge_gate::Urgency;
 use crate::estimation::delay_plan::RaceHedge;
 use crate::estimation::delay_policy::DelayBasis;
 use crate::estimation::sketch::Sample;
-use crate::no_hedge::HedgeDenied;
-use crate::no_hedge::NoHedge;
+use crate::no_hedge::{HedgeDenied, NoHedge};
 
 // === impl Hedger ===
 
