@@ -21,11 +21,13 @@
 //! that origin at that moment ([`Tape::queue_wait`]): the bound is held to
 //! the run's own extra load, so the queues it would meet are much the run's.
 //! What it leaves out: the queue its own choice of legs would make (more
-//! hedges in one spell, fewer in another), and the primaries another
-//! policy's legs would steer elsewhere, so on the overload scenarios it is
-//! an estimate, no longer one that lets hedges skip the queue: on
-//! `overload-spell` fixed delays run for real beat it in 7 of 24 runs
-//! (docs/lab.md, "overload-spell's bound moves with the run").
+//! hedges in one spell, fewer in another), so on the overload scenarios it
+//! is still an estimate, no longer one that lets hedges skip the queue.
+//! It keeps the run's primaries, so it is a paired yardstick: where the
+//! slow share or the queues depend on where the primaries went (cliff,
+//! overload-spell), another run of the same seed replays to a bound up to
+//! 1.5x apart at the same load (docs/lab.md, "What the bound is
+//! conditioned on").
 
 use super::engine::{SimParams, Tape, TapeEntry};
 use super::origin::Origin;
