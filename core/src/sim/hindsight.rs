@@ -25,7 +25,7 @@
 //! is still an estimate, no longer one that lets hedges skip the queue.
 //! It keeps the run's primaries, so it is a paired yardstick: where the
 //! slow share or the queues depend on where the primaries went (cliff,
-//! overload-spell), another run of the same seed replays to a bound up to
+//! overload-spell), another run of the same seed replays to a bound about
 //! 1.5x apart at the same load (docs/lab.md, "What the bound is
 //! conditioned on").
 
