@@ -211,6 +211,43 @@ test("the bound check fails when a scenario's default moved away from the bound"
   assert.match(worse.stderr, /WORSE than committed: cliff: p99 ÷ bound/);
 });
 
+test("the static sweep sets fixed-delay runs beside the bound", () => {
+  // `simulate --static-sweep`: the default in static mode on the same
+  // arrivals and draws. On heavy-tail (no stalls, no queues, origins
+  // alike) a fixed delay's run meets the bound replayed from the default's
+  // run within a few percent, and never beats the bound replayed from its
+  // own (docs/lab.md, "What the bound is conditioned on").
+  const root = path.resolve(import.meta.dirname, "..");
+  execFileSync("cargo", ["build", "--quiet", "--release", "-p", "hedgehog-core", "--example", "simulate"], { cwd: root });
+  const simulate = path.join(root, "target/release/examples/simulate");
+  const out = mkdtempSync(path.join(tmpdir(), "sweep-"));
+  const args = ["--scenario", "heavy-tail", "--seconds", "20", "--routes", "4", "--out", out];
+  const sweep = spawnSync(simulate, [...args, "--static-sweep", "60,80"], { encoding: "utf8" });
+  assert.equal(sweep.status, 0, sweep.stderr);
+  const rows = sweep.stdout
+    .split("\n")
+    .map((line) => line.match(/^\| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$/))
+    .filter(Boolean)
+    .map((m) => m.slice(1).map(Number));
+  assert.deepEqual(
+    rows.map((r) => r[0]),
+    [60, 80],
+    sweep.stdout,
+  );
+  // The delay is the static runs' own: a shorter one hedges more.
+  assert.ok(rows[0][2] > rows[1][2] + 3, `extra ${rows[0][2]}% at 60 ms, ${rows[1][2]}% at 80 ms`);
+  for (const [delay, p99, extra, theirs, ratio, own] of rows) {
+    assert.ok(extra > 2 && extra < 30, `static ${delay} ms: extra ${extra}%`);
+    assert.ok(Math.abs(ratio - p99 / theirs) < 0.002, `static ${delay} ms: ratio ${ratio}`);
+    assert.ok(ratio > 0.97 && ratio < 1.05, `static ${delay} ms: ${p99} against the default's bound ${theirs}`);
+    assert.ok(p99 >= own * 0.995, `static ${delay} ms: ${p99} below its own tape's bound ${own}`);
+  }
+  assert.match(sweep.stderr, /heavy-tail: \d of 2 static runs below the default's bound/);
+  const bad = spawnSync(simulate, [...args, "--static-sweep", "60,soon"], { encoding: "utf8" });
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /--static-sweep expects delays in ms/);
+});
+
 /**
  * A run of `n` requests 5 ms apart made up from the scenario's own models:
  * every primary at origin `primary`, hedged at `hedgeAt` ms (or never) to

@@ -10,6 +10,13 @@
 //!
 //! then `node lab/sim-plot.mjs sim-results` draws the percentile plots.
 //!
+//! `--static-sweep 50,60,70` (with `--static-budget 100`, a percentage)
+//! also runs the default in static mode at each delay (ms) on the same
+//! arrivals and draws, and sets each run's p99 beside the hindsight bound
+//! replayed from the default's run at that run's own load, and from its
+//! own: where they part, the bound follows the run's primaries and queues
+//! (docs/lab.md, "What the bound is conditioned on").
+//!
 //! `--bound-check FILE` compares each scenario's default ÷ hindsight-bound
 //! ratios (p99, p99.9) and extra load with the figures FILE holds and exits 1
 //! when one is worse beyond its tolerance (the test command runs it);
@@ -163,6 +170,22 @@ fn main() {
             })
             .collect(),
     };
+    let sweep_delays: Vec<f64> = match args.iter().any(|a| a == "--static-sweep") {
+        false => Vec::new(),
+        true => value("--static-sweep", "")
+            .split(',')
+            .map(|x| match x.trim().parse::<f64>() {
+                Ok(d) if d.is_finite() && d >= 0.0 => d,
+                _ => {
+                    eprintln!(
+                        "simulate: --static-sweep expects delays in ms like 50,60,70, got {x:?}"
+                    );
+                    std::process::exit(2)
+                }
+            })
+            .collect(),
+    };
+    let sweep_budget = value("--static-budget", "100");
     let mut report = String::new();
     let mut json = Vec::new();
     let started = Instant::now();
@@ -217,6 +240,7 @@ fn main() {
         // The default's legs beyond the first, per request (hedges and
         // third attempts): the load the hindsight bound is held to.
         let mut default_legs = 0.0;
+        let mut default_config = None;
         let mut cache_counts = Vec::new();
         for mut config in configurations() {
             // `--var KEY=VALUE` (repeatable) tunes the default configuration.
@@ -258,6 +282,7 @@ fn main() {
                 pass_through = result.latencies_ms.clone();
             }
             if config.name.ends_with("(default)") {
+                default_config = Some(config.clone());
                 default_tape = result.tape.clone();
                 default_legs = (result.hedges + result.third_attempts) as f64
                     / (result.requests.max(1)) as f64;
@@ -340,6 +365,13 @@ fn main() {
                 ));
             }
             report.push_str(&curve);
+            if let (false, Some(config)) = (sweep_delays.is_empty(), &default_config) {
+                let sweep = StaticSweep {
+                    delays: &sweep_delays,
+                    budget_pct: &sweep_budget,
+                };
+                report.push_str(&sweep.report(&params, config, &mut replay, name));
+            }
             let named = |part: &str| rows.iter().find(|r| r.name.contains(part)).cloned();
             if let (Some(pass_through), Some(fixed), Some(bound)) =
                 (named("hedging off"), named("fixed-quantile"), bound)
@@ -395,7 +427,7 @@ fn main() {
     let mut run_args = Vec::new();
     let mut rest = args.iter();
     while let Some(a) = rest.next() {
-        if a.starts_with("--bound") || a == "--out" {
+        if a.starts_with("--bound") || a.starts_with("--static") || a == "--out" {
             rest.next();
         } else {
             run_args.push(a.as_str());
@@ -439,6 +471,80 @@ const RATIO_TOLERANCE: f64 = 0.03;
 const EXTRA_TOLERANCE_POINTS: f64 = 1.0;
 
 /// The figures `--bound-check` compares, as the file holds them.
+/// `--static-sweep`: the default in static mode at each delay, on the same
+/// arrivals and draws, against the hindsight bound.
+struct StaticSweep<'a> {
+    delays: &'a [f64],
+    /// `HEDGE_BUDGET_PERCENT` for the static runs.
+    budget_pct: &'a str,
+}
+
+impl StaticSweep<'_> {
+    /// A table of the static runs beside the bound replayed from the
+    /// default's run (`replay`) and from each run's own, both at the run's
+    /// own load; prints how many read below the default's bound.
+    fn report(
+        &self,
+        params: &SimParams,
+        default: &Configuration,
+        replay: &mut Replay,
+        scenario: &str,
+    ) -> String {
+        let mut out = format!(
+            "The default in static mode (budget {}%), same arrivals and draws; stall hedges, retries and gates stay on, so these are not pure fixed delays:\n\n\
+             | delay ms | p99 ms | extra % | bound from the default's run at that load | p99 ÷ it | bound from the run's own |\n|---|---|---|---|---|---|\n",
+            self.budget_pct
+        );
+        let (mut below, mut lowest) = (0, f64::INFINITY);
+        for &d in self.delays {
+            let mut config = default.clone();
+            config.name = format!("static {d} ms");
+            for (k, v) in [
+                ("HEDGE_MODE", "static".to_string()),
+                ("HEDGE_STATIC_DELAY_MS", d.to_string()),
+                ("HEDGE_BUDGET_PERCENT", self.budget_pct.to_string()),
+            ] {
+                config.vars.insert(k.to_string(), v);
+            }
+            let result = match run(params, &config) {
+                Ok(r) => r,
+                Err(errors) => {
+                    for e in errors {
+                        eprintln!("simulate: --static-sweep: {e}");
+                    }
+                    std::process::exit(2);
+                }
+            };
+            let legs =
+                (result.hedges + result.third_attempts) as f64 / result.requests.max(1) as f64;
+            let p99 = hedgehog_core::sim::percentile(&mut result.latencies_ms.clone(), 0.99);
+            let theirs = replay.bound(legs).map(|b| b.p99.latency_ms);
+            let own = Replay::new(params, &result.tape)
+                .bound(legs)
+                .map(|b| b.p99.latency_ms);
+            let ratio = theirs.map(|b| p99 / b);
+            if let Some(r) = ratio {
+                below += usize::from(r < 1.0);
+                lowest = lowest.min(r);
+            }
+            let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+            out.push_str(&format!(
+                "| {d} | {p99:.1} | {:.2} | {} | {} | {} |\n",
+                100.0 * legs,
+                ms(theirs),
+                ratio.map_or("-".to_string(), |r| format!("{r:.3}")),
+                ms(own),
+            ));
+        }
+        eprintln!(
+            "simulate: {scenario}: {below} of {} static runs below the default's bound at their own load; lowest ratio {lowest:.3}",
+            self.delays.len()
+        );
+        out.push('\n');
+        out
+    }
+}
+
 fn bound_figures(summary: &[SummaryLine], run_args: &str) -> String {
     let scenarios: serde_json::Map<String, serde_json::Value> = summary
         .iter()
