@@ -188,27 +188,38 @@ test("a short lab run: pass-through and the default side by side", async () => {
   assert.ok(report.comparison !== null);
 });
 
+/** The simulator's command, built (release) if it is not current; and the repository's root. */
+function builtSimulate() {
+  const root = path.resolve(import.meta.dirname, "..");
+  execFileSync("cargo", ["build", "--quiet", "--release", "-p", "hedgehog-core", "--example", "simulate"], { cwd: root });
+  return { root, simulate: path.join(root, "target/release/examples/simulate") };
+}
+
 test("the bound check fails when a scenario's default moved away from the bound", () => {
   // The test command's regression check, run against the committed figures
   // and against a copy where one ratio was better than the code now gives.
-  const root = path.resolve(import.meta.dirname, "..");
-  execFileSync("cargo", ["build", "--quiet", "--release", "-p", "hedgehog-core", "--example", "simulate"], { cwd: root });
-  const simulate = path.join(root, "target/release/examples/simulate");
+  const { root, simulate } = builtSimulate();
   const committed = path.join(root, "core/tests/bound-ratios.json");
+  // One scratch directory for the reports and the doctored copy, removed after.
+  const dir = mkdtempSync(path.join(tmpdir(), "bound-"));
   const run = (file) =>
-    spawnSync(simulate, ["--scenario", "all", "--seconds", "30", "--routes", "4", "--bound-check", file, "--out", mkdtempSync(path.join(tmpdir(), "bound-"))], {
+    spawnSync(simulate, ["--scenario", "all", "--seconds", "30", "--routes", "4", "--bound-check", file, "--out", dir], {
       encoding: "utf8",
     });
-  const ok = run(committed);
-  assert.equal(ok.status, 0, ok.stderr);
-  const doctored = JSON.parse(readFileSync(committed, "utf8"));
-  const cliff = doctored.scenarios.cliff;
-  cliff.p99_to_bound = cliff.p99_to_bound / 1.05;
-  const file = path.join(mkdtempSync(path.join(tmpdir(), "bound-")), "ratios.json");
-  writeFileSync(file, JSON.stringify(doctored));
-  const worse = run(file);
-  assert.equal(worse.status, 1, worse.stderr);
-  assert.match(worse.stderr, /WORSE than committed: cliff: p99 ÷ bound/);
+  try {
+    const ok = run(committed);
+    assert.equal(ok.status, 0, ok.stderr);
+    const doctored = JSON.parse(readFileSync(committed, "utf8"));
+    const cliff = doctored.scenarios.cliff;
+    cliff.p99_to_bound = cliff.p99_to_bound / 1.05;
+    const file = path.join(dir, "ratios.json");
+    writeFileSync(file, JSON.stringify(doctored));
+    const worse = run(file);
+    assert.equal(worse.status, 1, worse.stderr);
+    assert.match(worse.stderr, /WORSE than committed: cliff: p99 ÷ bound/);
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
 });
 
 test("the static sweep sets fixed-delay runs beside the bound", () => {
@@ -217,12 +228,12 @@ test("the static sweep sets fixed-delay runs beside the bound", () => {
   // alike) a fixed delay's run meets the bound replayed from the default's
   // run within a few percent, and never beats the bound replayed from its
   // own (docs/lab.md, "What the bound is conditioned on").
-  const root = path.resolve(import.meta.dirname, "..");
-  execFileSync("cargo", ["build", "--quiet", "--release", "-p", "hedgehog-core", "--example", "simulate"], { cwd: root });
-  const simulate = path.join(root, "target/release/examples/simulate");
+  const { simulate } = builtSimulate();
   const out = mkdtempSync(path.join(tmpdir(), "sweep-"));
   const args = ["--scenario", "heavy-tail", "--seconds", "20", "--routes", "4", "--out", out];
   const sweep = spawnSync(simulate, [...args, "--static-sweep", "60,80"], { encoding: "utf8" });
+  const bad = spawnSync(simulate, [...args, "--static-sweep", "60,soon"], { encoding: "utf8" });
+  rmSync(out, { recursive: true });
   assert.equal(sweep.status, 0, sweep.stderr);
   const rows = sweep.stdout
     .split("\n")
@@ -243,7 +254,6 @@ test("the static sweep sets fixed-delay runs beside the bound", () => {
     assert.ok(p99 >= own * 0.995, `static ${delay} ms: ${p99} below its own tape's bound ${own}`);
   }
   assert.match(sweep.stderr, /heavy-tail: \d of 2 static runs below the default's bound/);
-  const bad = spawnSync(simulate, [...args, "--static-sweep", "60,soon"], { encoding: "utf8" });
   assert.equal(bad.status, 2);
   assert.match(bad.stderr, /--static-sweep expects delays in ms/);
 });

@@ -27,8 +27,9 @@ use std::time::Instant;
 
 use hedgehog_core::pop::upkeep::SHED_ABOVE_PUSHES_PER_S;
 use hedgehog_core::sim::{
-    markdown_table, oracle_bound, run, scenario, summary_table, BoundPoint, CacheCounts,
-    Configuration, IsolateCpu, Replay, Row, SimParams, SummaryLine, Tape, Timeline, SCENARIO_NAMES,
+    markdown_table, oracle_bound, percentile, run, scenario, summary_table, BoundPoint,
+    CacheCounts, Configuration, IsolateCpu, Replay, Row, RunResult, SimParams, SummaryLine, Tape,
+    Timeline, SCENARIO_NAMES,
 };
 
 fn configurations() -> Vec<Configuration> {
@@ -133,6 +134,92 @@ fn cache_report(runs: &[(String, CacheCounts)]) -> String {
     out
 }
 
+/// The comma-separated numbers (finite, 0 or more) given to `flag`, none
+/// when `list` is (the flag not given). Exits with a message naming what it
+/// expects.
+fn number_list(list: Option<String>, flag: &str, expected: &str) -> Vec<f64> {
+    let Some(list) = list else {
+        return Vec::new();
+    };
+    (list.split(','))
+        .map(|x| match x.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => v,
+            _ => {
+                eprintln!("simulate: {flag} expects {expected}, got {x:?}");
+                std::process::exit(2)
+            }
+        })
+        .collect()
+}
+
+/// `config` run on `params`; a configuration the Worker refuses ends the
+/// command with its errors.
+fn run_or_exit(params: &SimParams, config: &Configuration) -> RunResult {
+    run(params, config).unwrap_or_else(|errors| {
+        for e in errors {
+            eprintln!("simulate: {}: {e}", config.name);
+        }
+        std::process::exit(2)
+    })
+}
+
+/// `--static-sweep`: the `default` configuration in static mode at each of
+/// `delays` (ms, budget `budget_pct`%) on the same arrivals and draws, as a
+/// table beside the bound replayed from the default's run (`replay`) and
+/// from each run's own, both at the run's own load. Prints how many read
+/// below the default's bound.
+fn static_sweep(
+    params: &SimParams,
+    default: &Configuration,
+    delays: &[f64],
+    budget_pct: &str,
+    replay: &mut Replay,
+) -> String {
+    let mut out = format!(
+        "The default in static mode (budget {budget_pct}%), same arrivals and draws; stall hedges, retries and gates stay on, so these are not pure fixed delays:\n\n\
+         | delay ms | p99 ms | extra % | bound from the default's run at that load | p99 ÷ it | bound from the run's own |\n|---|---|---|---|---|---|\n",
+    );
+    let (mut below, mut lowest) = (0, f64::INFINITY);
+    for &d in delays {
+        let mut config = default.clone();
+        config.name = format!("static {d} ms");
+        for (k, v) in [
+            ("HEDGE_MODE", "static".to_string()),
+            ("HEDGE_STATIC_DELAY_MS", d.to_string()),
+            ("HEDGE_BUDGET_PERCENT", budget_pct.to_string()),
+        ] {
+            config.vars.insert(k.to_string(), v);
+        }
+        let result = run_or_exit(params, &config);
+        let legs = (result.hedges + result.third_attempts) as f64 / result.requests.max(1) as f64;
+        let p99 = percentile(&mut result.latencies_ms.clone(), 0.99);
+        let theirs = replay.bound(legs).map(|b| b.p99.latency_ms);
+        let own = Replay::new(params, &result.tape)
+            .bound(legs)
+            .map(|b| b.p99.latency_ms);
+        let ratio = theirs.map(|b| p99 / b);
+        if let Some(r) = ratio {
+            below += usize::from(r < 1.0);
+            lowest = lowest.min(r);
+        }
+        let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+        out.push_str(&format!(
+            "| {d} | {p99:.1} | {:.2} | {} | {} | {} |\n",
+            100.0 * legs,
+            ms(theirs),
+            ratio.map_or("-".to_string(), |r| format!("{r:.3}")),
+            ms(own),
+        ));
+    }
+    eprintln!(
+        "simulate: {}: {below} of {} static runs below the default's bound at their own load; lowest ratio {lowest:.3}",
+        params.scenario.name,
+        delays.len()
+    );
+    out.push('\n');
+    out
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flag = |name: &str| args.iter().any(|a| a == name);
@@ -158,33 +245,18 @@ fn main() {
     };
     let out = value("--out", "sim-results");
     // `--bound-curve 1,3,5`: the hindsight bound also at these extra loads (%).
-    let curve_loads: Vec<f64> = match args.iter().any(|a| a == "--bound-curve") {
-        false => Vec::new(),
-        true => value("--bound-curve", "")
-            .split(',')
-            .map(|x| {
-                x.trim().parse().unwrap_or_else(|_| {
-                    eprintln!("simulate: --bound-curve expects percentages like 1,3,5, got {x:?}");
-                    std::process::exit(2)
-                })
-            })
-            .collect(),
-    };
-    let sweep_delays: Vec<f64> = match args.iter().any(|a| a == "--static-sweep") {
-        false => Vec::new(),
-        true => value("--static-sweep", "")
-            .split(',')
-            .map(|x| match x.trim().parse::<f64>() {
-                Ok(d) if d.is_finite() && d >= 0.0 => d,
-                _ => {
-                    eprintln!(
-                        "simulate: --static-sweep expects delays in ms like 50,60,70, got {x:?}"
-                    );
-                    std::process::exit(2)
-                }
-            })
-            .collect(),
-    };
+    let given = |name: &str| flag(name).then(|| value(name, ""));
+    let curve_loads = number_list(
+        given("--bound-curve"),
+        "--bound-curve",
+        "percentages like 1,3,5",
+    );
+    // `--static-sweep 50,60,70`: static runs at these delays (ms).
+    let sweep_delays = number_list(
+        given("--static-sweep"),
+        "--static-sweep",
+        "delays in ms like 50,60,70",
+    );
     let sweep_budget = value("--static-budget", "100");
     let mut report = String::new();
     let mut json = Vec::new();
@@ -254,15 +326,7 @@ fn main() {
                 }
             }
             let t = Instant::now();
-            let result = match run(&params, &config) {
-                Ok(r) => r,
-                Err(errors) => {
-                    for e in errors {
-                        eprintln!("simulate: {}: {e}", config.name);
-                    }
-                    std::process::exit(2);
-                }
-            };
+            let result = run_or_exit(&params, &config);
             simulated += result.simulated;
             eprintln!(
                 "simulate:   {}: {} requests in {:.2} s; hedges by cause {:?}; at or above p99 and unhedged {:?}; \
@@ -366,11 +430,13 @@ fn main() {
             }
             report.push_str(&curve);
             if let (false, Some(config)) = (sweep_delays.is_empty(), &default_config) {
-                let sweep = StaticSweep {
-                    delays: &sweep_delays,
-                    budget_pct: &sweep_budget,
-                };
-                report.push_str(&sweep.report(&params, config, &mut replay, name));
+                report.push_str(&static_sweep(
+                    &params,
+                    config,
+                    &sweep_delays,
+                    &sweep_budget,
+                    &mut replay,
+                ));
             }
             let named = |part: &str| rows.iter().find(|r| r.name.contains(part)).cloned();
             if let (Some(pass_through), Some(fixed), Some(bound)) =
@@ -471,80 +537,6 @@ const RATIO_TOLERANCE: f64 = 0.03;
 const EXTRA_TOLERANCE_POINTS: f64 = 1.0;
 
 /// The figures `--bound-check` compares, as the file holds them.
-/// `--static-sweep`: the default in static mode at each delay, on the same
-/// arrivals and draws, against the hindsight bound.
-struct StaticSweep<'a> {
-    delays: &'a [f64],
-    /// `HEDGE_BUDGET_PERCENT` for the static runs.
-    budget_pct: &'a str,
-}
-
-impl StaticSweep<'_> {
-    /// A table of the static runs beside the bound replayed from the
-    /// default's run (`replay`) and from each run's own, both at the run's
-    /// own load; prints how many read below the default's bound.
-    fn report(
-        &self,
-        params: &SimParams,
-        default: &Configuration,
-        replay: &mut Replay,
-        scenario: &str,
-    ) -> String {
-        let mut out = format!(
-            "The default in static mode (budget {}%), same arrivals and draws; stall hedges, retries and gates stay on, so these are not pure fixed delays:\n\n\
-             | delay ms | p99 ms | extra % | bound from the default's run at that load | p99 ÷ it | bound from the run's own |\n|---|---|---|---|---|---|\n",
-            self.budget_pct
-        );
-        let (mut below, mut lowest) = (0, f64::INFINITY);
-        for &d in self.delays {
-            let mut config = default.clone();
-            config.name = format!("static {d} ms");
-            for (k, v) in [
-                ("HEDGE_MODE", "static".to_string()),
-                ("HEDGE_STATIC_DELAY_MS", d.to_string()),
-                ("HEDGE_BUDGET_PERCENT", self.budget_pct.to_string()),
-            ] {
-                config.vars.insert(k.to_string(), v);
-            }
-            let result = match run(params, &config) {
-                Ok(r) => r,
-                Err(errors) => {
-                    for e in errors {
-                        eprintln!("simulate: --static-sweep: {e}");
-                    }
-                    std::process::exit(2);
-                }
-            };
-            let legs =
-                (result.hedges + result.third_attempts) as f64 / result.requests.max(1) as f64;
-            let p99 = hedgehog_core::sim::percentile(&mut result.latencies_ms.clone(), 0.99);
-            let theirs = replay.bound(legs).map(|b| b.p99.latency_ms);
-            let own = Replay::new(params, &result.tape)
-                .bound(legs)
-                .map(|b| b.p99.latency_ms);
-            let ratio = theirs.map(|b| p99 / b);
-            if let Some(r) = ratio {
-                below += usize::from(r < 1.0);
-                lowest = lowest.min(r);
-            }
-            let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
-            out.push_str(&format!(
-                "| {d} | {p99:.1} | {:.2} | {} | {} | {} |\n",
-                100.0 * legs,
-                ms(theirs),
-                ratio.map_or("-".to_string(), |r| format!("{r:.3}")),
-                ms(own),
-            ));
-        }
-        eprintln!(
-            "simulate: {scenario}: {below} of {} static runs below the default's bound at their own load; lowest ratio {lowest:.3}",
-            self.delays.len()
-        );
-        out.push('\n');
-        out
-    }
-}
-
 fn bound_figures(summary: &[SummaryLine], run_args: &str) -> String {
     let scenarios: serde_json::Map<String, serde_json::Value> = summary
         .iter()
